@@ -1,0 +1,54 @@
+// Datasets: n×d inputs and n targets, CSV loading, validation and standardisation of y.
+//
+// CSV layout: optional header row, one row per point, last column y, the others x.
+//   absl::StatusOr<gpsel::Dataset> data = gpsel::LoadCsvFile("data/interpretable_linear.csv");
+#ifndef GPSEL_CORE_DATASET_H_
+#define GPSEL_CORE_DATASET_H_
+
+#include <string>
+#include <string_view>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gpsel {
+
+struct Dataset {
+  Eigen::MatrixXd x;  // n×d inputs
+  Eigen::VectorXd y;  // n targets
+  int num_points() const { return static_cast<int>(y.size()); }
+  int num_dims() const { return static_cast<int>(x.cols()); }
+};
+
+struct DatasetLimits {
+  int min_points = 2;
+  int max_points = 20000;
+  int max_dims = 64;
+  absl::Status Validate() const;
+};
+
+// INVALID_ARGUMENT naming the field ("x", "y") for: size mismatch, too few/many points or
+// dimensions, NaN/Inf values, constant y when it is to be standardised is NOT an error here.
+absl::Status ValidateDataset(const Dataset& data, const DatasetLimits& limits = {});
+
+// Parses CSV text (comma separated, optional header, '#' comment lines and blank lines skipped).
+// Errors name the line and column: "line 4, column 2: 'abc' is not a number".
+absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& limits = {});
+absl::StatusOr<Dataset> LoadCsvFile(const std::string& path, const DatasetLimits& limits = {});
+
+// y ↦ (y − mean)/sd with the sample standard deviation (n − 1). The priors of DESIGN §2 were
+// fitted on standardised data, so scoring standardises by default.
+struct Standardization {
+  bool applied = false;
+  double mean = 0.0;
+  double scale = 1.0;  // sd when applied
+};
+// Returns the transform to apply; a constant y (sd == 0) cannot be standardised: INVALID_ARGUMENT.
+absl::StatusOr<Standardization> ComputeStandardization(const Eigen::VectorXd& y, bool standardize);
+Eigen::VectorXd ApplyStandardization(const Standardization& s, const Eigen::VectorXd& y);
+
+}  // namespace gpsel
+
+#endif  // GPSEL_CORE_DATASET_H_

@@ -1,0 +1,192 @@
+// Hyperparameter fitting with LBFGSpp's L-BFGS-B (box-bounded raw values) and prior restarts.
+#include "core/fit.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+
+#include <LBFGSB.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpsel {
+
+namespace {
+
+// SplitMix64 finaliser: decorrelates (seed, objective, start) into a generator seed.
+uint64_t MixSeed(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (stream * 0x100000001b3ULL + index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Thrown from inside the objective to unwind LBFGSpp when the progress callback cancels.
+struct FitCancelled {
+  absl::Status status;
+};
+
+// Negated objective for the minimiser; remembers the best point it has seen, since LBFGSpp
+// throws (instead of returning) when a line search cannot progress near the optimum.
+class NegativeObjective {
+ public:
+  NegativeObjective(const GpModel& model, FitObjective objective, const ProgressCallback& progress,
+                    const Progress& progress_template)
+      : model_(model), objective_(objective), progress_(progress),
+        progress_template_(progress_template) {}
+
+  double operator()(const Eigen::VectorXd& raw, Eigen::VectorXd& gradient) {
+    ++evaluations_;
+    if (progress_ && evaluations_ % 16 == 0) {
+      if (absl::Status s = progress_(progress_template_); !s.ok()) throw FitCancelled{s};
+    }
+    absl::StatusOr<double> value = model_.LogLikelihood(raw, &gradient);
+    if (!value.ok()) {
+      // Not positive definite here: an infinite wall the line search backs away from.
+      gradient.setZero();
+      return std::numeric_limits<double>::infinity();
+    }
+    double total = *value;
+    if (objective_ == FitObjective::kMaximumAPosteriori) {
+      Eigen::VectorXd prior_gradient;
+      total += model_.LogPrior(raw, &prior_gradient);
+      gradient += prior_gradient;
+    }
+    gradient = -gradient;
+    if (!std::isfinite(total) || !gradient.allFinite()) {
+      gradient.setZero();
+      return std::numeric_limits<double>::infinity();
+    }
+    if (total > best_value_) {
+      best_value_ = total;
+      best_raw_ = raw;
+    }
+    return -total;
+  }
+
+  bool has_best() const { return best_value_ > -std::numeric_limits<double>::infinity(); }
+  const Eigen::VectorXd& best_raw() const { return best_raw_; }
+  double best_value() const { return best_value_; }
+  int evaluations() const { return evaluations_; }
+
+ private:
+  const GpModel& model_;
+  FitObjective objective_;
+  const ProgressCallback& progress_;
+  Progress progress_template_;
+  int evaluations_ = 0;
+  double best_value_ = -std::numeric_limits<double>::infinity();
+  Eigen::VectorXd best_raw_;
+};
+
+}  // namespace
+
+absl::Status FitOptions::Validate() const {
+  if (restarts < 1 || restarts > 1000) {
+    return absl::InvalidArgumentError("restarts: must be between 1 and 1000");
+  }
+  if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be ≥ 1");
+  if (!(gradient_tolerance > 0) || !(relative_tolerance >= 0)) {
+    return absl::InvalidArgumentError("gradient_tolerance/relative_tolerance: must be positive");
+  }
+  if (!(raw_lower_bound < raw_upper_bound) || !std::isfinite(raw_lower_bound) ||
+      !std::isfinite(raw_upper_bound)) {
+    return absl::InvalidArgumentError("raw bounds: need finite lower < upper");
+  }
+  if (warm_start && !warm_start->allFinite()) {
+    return absl::InvalidArgumentError("warm_start: must be finite");
+  }
+  return absl::OkStatus();
+}
+
+std::string FitResult::Summary() const {
+  std::string out = absl::StrFormat(
+      "%s fit: objective %.6f (log lik %.6f, log prior %.6f), best start %d, %d/%d starts ok, "
+      "%d iterations, %d evaluations\n",
+      objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP", objective_value,
+      log_likelihood, log_prior, best_restart, successful_restarts, starts, iterations,
+      evaluations);
+  for (const auto& [name, value] : values) absl::StrAppendFormat(&out, "  %-24s %.6g\n", name, value);
+  return out;
+}
+
+absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
+                                             const FitOptions& options,
+                                             const ProgressCallback& progress) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const int u = model.num_free();
+  if (options.warm_start && options.warm_start->size() != u) {
+    return absl::InvalidArgumentError(absl::StrCat("warm_start: has ", options.warm_start->size(),
+                                                   " entries, the model has ", u));
+  }
+  const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
+  const Eigen::VectorXd lower = Eigen::VectorXd::Constant(u, options.raw_lower_bound);
+  const Eigen::VectorXd upper = Eigen::VectorXd::Constant(u, options.raw_upper_bound);
+
+  LBFGSpp::LBFGSBParam<double> param;
+  param.m = 10;
+  param.epsilon = options.gradient_tolerance;
+  param.epsilon_rel = options.gradient_tolerance;
+  param.past = 1;
+  param.delta = options.relative_tolerance;
+  param.max_iterations = options.max_iterations;
+  param.max_linesearch = 40;
+
+  const int total_starts = options.restarts + (options.warm_start ? 1 : 0);
+  const char* stage = objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit";
+  FitResult result;
+  result.objective = objective;
+  result.starts = total_starts;
+  double best = -std::numeric_limits<double>::infinity();
+  for (int start = 0; start < total_starts; ++start) {
+    Eigen::VectorXd x(u);
+    if (start < options.restarts) {
+      std::mt19937_64 rng(MixSeed(options.seed, static_cast<uint64_t>(objective), start));
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (int k = 0; k < u; ++k) x(k) = mean(k) + sd(k) * normal(rng);
+    } else {
+      x = *options.warm_start;
+    }
+    x = x.cwiseMax(lower).cwiseMin(upper);
+    Progress p{stage, static_cast<double>(start) / total_starts,
+               absl::StrCat("start ", start + 1, "/", total_starts)};
+    if (absl::Status s = ReportProgress(progress, p); !s.ok()) return s;
+
+    NegativeObjective f(model, objective, progress, p);
+    LBFGSpp::LBFGSBSolver<double> solver(param);
+    double fx = 0.0;
+    try {
+      result.iterations += solver.minimize(f, x, fx, lower, upper);
+    } catch (const FitCancelled& cancelled) {
+      return cancelled.status;
+    } catch (const std::exception&) {
+      // Line search could not progress (typically at the optimum to machine precision, or
+      // against a non-PD wall): keep the best point seen.
+    }
+    result.evaluations += f.evaluations();
+    if (!f.has_best()) continue;
+    ++result.successful_restarts;
+    if (f.best_value() > best) {
+      best = f.best_value();
+      result.best_restart = start;
+      result.raw = f.best_raw();
+    }
+  }
+  if (result.successful_restarts == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        stage, ": no start produced a finite likelihood (covariance never positive definite)"));
+  }
+  absl::StatusOr<double> log_likelihood = model.LogLikelihood(result.raw);
+  if (!log_likelihood.ok()) return log_likelihood.status();
+  result.log_likelihood = *log_likelihood;
+  result.log_prior = model.LogPrior(result.raw);
+  result.objective_value = objective == FitObjective::kMaximumLikelihood
+                               ? result.log_likelihood
+                               : result.log_likelihood + result.log_prior;
+  result.values = model.NaturalValues(result.raw);
+  return result;
+}
+
+}  // namespace gpsel

@@ -1,0 +1,225 @@
+// GpModel: exact log marginal likelihood, gradient and Hessian in raw hyperparameter space.
+#include "core/gp_model.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/kernel_evaluator.h"
+#include "core/linalg.h"
+
+namespace gpsel {
+
+namespace {
+constexpr double kLog2Pi = 1.8378770664093454836;
+}
+
+GpModel::GpModel(GpModel&&) noexcept = default;
+GpModel& GpModel::operator=(GpModel&&) noexcept = default;
+GpModel::~GpModel() = default;
+
+absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::MatrixXd& x,
+                                        const Eigen::VectorXd& y,
+                                        const HyperparameterSettings& settings) {
+  if (x.rows() != y.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x: has ", x.rows(), " rows but y has ", y.size(), " values"));
+  }
+  if (MaxActiveDim(kernel) >= x.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel: ", ToString(kernel), " uses input dimension ", MaxActiveDim(kernel),
+        " but the data has ", x.cols(), " input column(s) (dimensions count from 0)"));
+  }
+  absl::StatusOr<std::vector<HyperparameterInfo>> params = DescribeHyperparameters(kernel, settings);
+  if (!params.ok()) return params.status();
+  GpModel model;
+  model.kernel_ = kernel;
+  model.x_ = x;
+  model.y_ = y;
+  model.parameters_ = *std::move(params);
+  for (int i = 0; i < static_cast<int>(model.parameters_.size()); ++i) {
+    if (!model.parameters_[i].fixed) model.free_index_.push_back(i);
+  }
+  model.evaluator_ = std::make_unique<internal::KernelEvaluator>(kernel);
+  model.geometry_ = std::make_unique<internal::PairGeometry>(model.evaluator_->MakeGeometry(x, x));
+  return model;
+}
+
+std::vector<std::string> GpModel::free_names() const {
+  std::vector<std::string> names;
+  for (int i : free_index_) names.push_back(parameters_[i].name);
+  return names;
+}
+
+Eigen::VectorXd GpModel::prior_mean() const {
+  Eigen::VectorXd m(num_free());
+  for (int k = 0; k < num_free(); ++k) m(k) = parameters_[free_index_[k]].prior.mean;
+  return m;
+}
+
+Eigen::VectorXd GpModel::prior_sd() const {
+  Eigen::VectorXd s(num_free());
+  for (int k = 0; k < num_free(); ++k) s(k) = parameters_[free_index_[k]].prior.sd;
+  return s;
+}
+
+Eigen::VectorXd GpModel::ExpandRaw(const Eigen::VectorXd& free_raw) const {
+  Eigen::VectorXd full(parameters_.size());
+  for (size_t i = 0; i < parameters_.size(); ++i) full(i) = parameters_[i].fixed_raw;
+  for (int k = 0; k < num_free(); ++k) full(free_index_[k]) = free_raw(k);
+  return full;
+}
+
+std::map<std::string, double> GpModel::NaturalValues(const Eigen::VectorXd& free_raw) const {
+  const Eigen::VectorXd full = ExpandRaw(free_raw);
+  std::map<std::string, double> values;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    values[parameters_[i].name] = parameters_[i].name == kNoiseName
+                                      ? kNoiseFloor + Softplus(full(i))
+                                      : Softplus(full(i));
+  }
+  return values;
+}
+
+double GpModel::NoiseVariance(const Eigen::VectorXd& free_raw) const {
+  return kNoiseFloor + Softplus(ExpandRaw(free_raw)(parameters_.size() - 1));
+}
+
+Eigen::MatrixXd GpModel::CrossCovariance(const Eigen::VectorXd& free_raw,
+                                         const Eigen::MatrixXd& x1,
+                                         const Eigen::MatrixXd& x2) const {
+  const Eigen::VectorXd full = ExpandRaw(free_raw);
+  std::vector<internal::KernelEvaluator::NodeValue> values;
+  evaluator_->Evaluate(evaluator_->MakeGeometry(x1, x2), full, false, &values);
+  return evaluator_->Root(values).k;
+}
+
+double GpModel::LogPrior(const Eigen::VectorXd& free_raw, Eigen::VectorXd* gradient,
+                         Eigen::MatrixXd* hessian) const {
+  const int u = num_free();
+  double value = 0.0;
+  if (gradient) gradient->resize(u);
+  if (hessian) hessian->setZero(u, u);
+  for (int k = 0; k < u; ++k) {
+    const NormalPrior& prior = parameters_[free_index_[k]].prior;
+    const double z = (free_raw(k) - prior.mean) / prior.sd;
+    value += -0.5 * z * z - std::log(prior.sd) - 0.5 * kLog2Pi;
+    if (gradient) (*gradient)(k) = -z / prior.sd;
+    if (hessian) (*hessian)(k, k) = -1.0 / (prior.sd * prior.sd);
+  }
+  return value;
+}
+
+struct GpModel::Factorized {
+  Eigen::VectorXd full_raw;
+  std::vector<internal::KernelEvaluator::NodeValue> values;  // kernel tree (with dK if asked)
+  SpdFactorization cholesky;
+  Eigen::VectorXd alpha;
+  double value = 0.0;
+  double noise_slope = 0.0;  // dσ²/dr_noise = sigmoid(r_noise)
+};
+
+absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_derivatives,
+                                Factorized* out) const {
+  if (free_raw.size() != num_free()) {
+    return absl::InvalidArgumentError(absl::StrCat("raw parameter vector has ", free_raw.size(),
+                                                   " entries, expected ", num_free()));
+  }
+  if (!free_raw.allFinite()) return absl::InvalidArgumentError("raw parameters must be finite");
+  out->full_raw = ExpandRaw(free_raw);
+  const double noise_raw = out->full_raw(out->full_raw.size() - 1);
+  evaluator_->Evaluate(*geometry_, out->full_raw, with_derivatives, &out->values);
+  Eigen::MatrixXd k = evaluator_->Root(out->values).k;
+  k.diagonal().array() += kNoiseFloor + Softplus(noise_raw);
+  out->noise_slope = Sigmoid(noise_raw);
+  if (absl::Status s = out->cholesky.Compute(k); !s.ok()) return s;
+  out->alpha = out->cholesky.Solve(y_);
+  const double n = static_cast<double>(y_.size());
+  out->value = -0.5 * y_.dot(out->alpha) - 0.5 * out->cholesky.LogDeterminant() - 0.5 * n * kLog2Pi;
+  if (!std::isfinite(out->value)) {
+    return absl::FailedPreconditionError("log likelihood is not finite at these parameters");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
+                                              Eigen::VectorXd* gradient) const {
+  Factorized f;
+  if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
+  if (gradient) {
+    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ (Rasmussen & Williams eq. 5.9).
+    const int noise_index = static_cast<int>(parameters_.size()) - 1;
+    Eigen::MatrixXd w = f.cholesky.Inverse();
+    w = f.alpha * f.alpha.transpose() - w;
+    const auto& dk = evaluator_->Root(f.values).dk;
+    gradient->resize(num_free());
+    for (int k = 0; k < num_free(); ++k) {
+      const int i = free_index_[k];
+      (*gradient)(k) = i == noise_index ? 0.5 * f.noise_slope * w.trace()
+                                        : 0.5 * (w.array() * dk[i].array()).sum();
+    }
+  }
+  return f.value;
+}
+
+absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
+    const Eigen::VectorXd& free_raw) const {
+  Factorized f;
+  if (absl::Status s = Factorize(free_raw, true, &f); !s.ok()) return s;
+  const int noise_index = static_cast<int>(parameters_.size()) - 1;
+  const Eigen::VectorXd& full = f.full_raw;
+  const Eigen::VectorXd& alpha = f.alpha;
+  const auto& values = f.values;
+  const double noise_slope = f.noise_slope;
+  const Eigen::MatrixXd k_inverse = f.cholesky.Inverse();
+  const Eigen::MatrixXd w = alpha * alpha.transpose() - k_inverse;
+  const int n = static_cast<int>(y_.size());
+  const int u = num_free();
+
+  LikelihoodHessian result;
+  result.jitter = f.cholesky.jitter();
+  result.value = f.value;
+
+  // Per free parameter: K_i, B_i = K⁻¹K_i and v_i = K_i α.
+  const auto& dk = evaluator_->Root(values).dk;
+  std::vector<Eigen::MatrixXd> b(u);
+  Eigen::MatrixXd v(n, u);
+  result.gradient.resize(u);
+  for (int f = 0; f < u; ++f) {
+    const int i = free_index_[f];
+    if (i == noise_index) {
+      b[f] = noise_slope * k_inverse;
+      v.col(f) = noise_slope * alpha;
+      result.gradient(f) = 0.5 * noise_slope * w.trace();
+    } else {
+      b[f].noalias() = k_inverse * dk[i];
+      v.col(f).noalias() = dk[i] * alpha;
+      result.gradient(f) = 0.5 * (w.array() * dk[i].array()).sum();
+    }
+  }
+  const Eigen::MatrixXd k_inverse_v = k_inverse * v;
+  // ∂²L/∂r_i∂r_j = ½ Σ (W ∘ K_ij) − (K_iα)ᵀ K⁻¹ (K_jα) + ½ tr(B_i B_j).
+  result.hessian.resize(u, u);
+  Eigen::MatrixXd k_ij;
+  for (int fi = 0; fi < u; ++fi) {
+    for (int fj = fi; fj < u; ++fj) {
+      const int i = free_index_[fi], j = free_index_[fj];
+      double second = 0.0;
+      if (i == noise_index && j == noise_index) {
+        second = 0.5 * noise_slope * (1.0 - noise_slope) * w.trace();
+      } else if (i != noise_index && j != noise_index &&
+                 evaluator_->SecondDerivative(*geometry_, full, values, i, j, &k_ij)) {
+        second = 0.5 * (w.array() * k_ij.array()).sum();
+      }
+      const double trace_term = 0.5 * (b[fi].array() * b[fj].transpose().array()).sum();
+      const double h = second - v.col(fi).dot(k_inverse_v.col(fj)) + trace_term;
+      result.hessian(fi, fj) = h;
+      result.hessian(fj, fi) = h;
+    }
+  }
+  if (!std::isfinite(result.value) || !result.hessian.allFinite()) {
+    return absl::FailedPreconditionError("likelihood Hessian is not finite at these parameters");
+  }
+  return result;
+}
+
+}  // namespace gpsel

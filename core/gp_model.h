@@ -1,0 +1,100 @@
+// GpModel: a zero-mean GP with a kernel expression on a fixed dataset; its exact log marginal
+// likelihood log N(y | 0, K + σ²I) (total, not divided by n) with analytic gradient and exact
+// Hessian in raw hyperparameter space, and the log prior with its derivatives.
+//
+// Derivatives (paper §2; Rasmussen & Williams eq. 5.9), with K the noisy covariance, α = K⁻¹y,
+// W = ααᵀ − K⁻¹ and K_i = ∂K/∂r_i:
+//   ∂L/∂r_i      = ½ Σ (W ∘ K_i)
+//   ∂²L/∂r_i∂r_j = ½ Σ (W ∘ K_ij) − (K_iα)ᵀ K⁻¹ (K_jα) + ½ tr(K⁻¹K_i K⁻¹K_j)
+//
+//   auto model = gpsel::GpModel::Create(kernel, data.x, y_standardized, settings);
+//   absl::StatusOr<double> ll = model->LogLikelihood(raw, &gradient);
+#ifndef GPSEL_CORE_GP_MODEL_H_
+#define GPSEL_CORE_GP_MODEL_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/status/statusor.h"
+#include "core/hyperparameters.h"
+#include "core/kernel_expr.h"
+
+namespace gpsel {
+
+namespace internal {
+class KernelEvaluator;
+struct PairGeometry;
+}
+
+struct LikelihoodHessian {
+  double value = 0.0;
+  Eigen::VectorXd gradient;
+  Eigen::MatrixXd hessian;  // of log p(y|θ) itself (negative definite at a strict maximum)
+  double jitter = 0.0;      // diagonal jitter that the Cholesky needed (0 = none)
+};
+
+class GpModel {
+ public:
+  // `y` is used as given (standardise before if wanted). INVALID_ARGUMENT when the kernel pins an
+  // input dimension the data lacks, or the settings name unknown parameters.
+  static absl::StatusOr<GpModel> Create(const KernelExpr& kernel, const Eigen::MatrixXd& x,
+                                        const Eigen::VectorXd& y,
+                                        const HyperparameterSettings& settings = {});
+  GpModel(GpModel&&) noexcept;
+  GpModel& operator=(GpModel&&) noexcept;
+  ~GpModel();
+
+  const KernelExpr& kernel() const { return kernel_; }
+  int num_points() const { return static_cast<int>(y_.size()); }
+  // u: free (not fixed) hyperparameters, noise included.
+  int num_free() const { return static_cast<int>(free_index_.size()); }
+  std::vector<std::string> free_names() const;
+  const std::vector<HyperparameterInfo>& parameters() const { return parameters_; }
+  Eigen::VectorXd prior_mean() const;  // free parameters
+  Eigen::VectorXd prior_sd() const;
+
+  // Full raw vector (fixed parameters filled in) from the free raw vector.
+  Eigen::VectorXd ExpandRaw(const Eigen::VectorXd& free_raw) const;
+  // Natural values by name for every parameter (fixed ones included); noise is the variance.
+  std::map<std::string, double> NaturalValues(const Eigen::VectorXd& free_raw) const;
+
+  // log p(y | θ). With `gradient` non-null also fills ∂/∂r. Errors: FAILED_PRECONDITION when the
+  // covariance is not positive definite even after jitter; INVALID_ARGUMENT on a wrong size.
+  absl::StatusOr<double> LogLikelihood(const Eigen::VectorXd& free_raw,
+                                       Eigen::VectorXd* gradient = nullptr) const;
+  absl::StatusOr<LikelihoodHessian> LogLikelihoodHessian(const Eigen::VectorXd& free_raw) const;
+
+  // log p(θ) of the independent Normal priors on the free raw values, with derivatives.
+  double LogPrior(const Eigen::VectorXd& free_raw, Eigen::VectorXd* gradient = nullptr,
+                  Eigen::MatrixXd* hessian = nullptr) const;
+
+  // Kernel matrix k(x1, x2) without noise at the given free raw vector.
+  Eigen::MatrixXd CrossCovariance(const Eigen::VectorXd& free_raw, const Eigen::MatrixXd& x1,
+                                  const Eigen::MatrixXd& x2) const;
+  // Noise variance σ² = 1e-4 + softplus(r_noise).
+  double NoiseVariance(const Eigen::VectorXd& free_raw) const;
+  const Eigen::MatrixXd& x() const { return x_; }
+  const Eigen::VectorXd& y() const { return y_; }
+
+ private:
+  GpModel() = default;
+  struct Factorized;  // K(θ) factorised, α = K⁻¹y and log p(y|θ); defined in gp_model.cc
+  absl::Status Factorize(const Eigen::VectorXd& free_raw, bool with_derivatives,
+                         Factorized* out) const;
+
+  KernelExpr kernel_;
+  Eigen::MatrixXd x_;
+  Eigen::VectorXd y_;
+  std::vector<HyperparameterInfo> parameters_;  // kernel parameters then noise (last)
+  std::vector<int> free_index_;                 // free parameter k -> index into parameters_
+  std::unique_ptr<internal::KernelEvaluator> evaluator_;
+  std::unique_ptr<internal::PairGeometry> geometry_;  // training inputs, computed once
+};
+
+}  // namespace gpsel
+
+#endif  // GPSEL_CORE_GP_MODEL_H_

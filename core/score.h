@@ -1,0 +1,116 @@
+// Scoring a kernel on a dataset with the paper's metrics, all on the log-evidence scale
+// (higher is better), DESIGN §2:
+//   MLL = L̂            AIC = L̂ − u          BIC = L̂ − (u/2) log n           (MLL fit)
+//   MAP = L̂_MAP + log p(θ̂_MAP)                                              (MAP fit)
+//   Lap_r = MAP + (u/2) log 2π − ½ Σ log max(λ_i, 2π e^{−2r})  (paper eq. 3 and Lemma 3.1)
+// with λ_i the eigenvalues of H = −∇²(log lik + log prior) at the MAP optimum.
+//   Lap: no clamping (undefined when some λ_i ≤ 0); Lap0: r = 0; LapAIC: r = −1;
+//   LapBIC: r = −log n (paper); LapBIC½: r = −½ log n (BIC's rate, named "lap_bic_half").
+//
+//   gpsel::ScoreOptions options;                 // all metrics, 5 restarts, standardised y
+//   absl::StatusOr<gpsel::KernelScore> s = gpsel::ScoreKernel(data, kernel, options);
+//   std::cout << s->Summary();
+#ifndef GPSEL_CORE_SCORE_H_
+#define GPSEL_CORE_SCORE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/dataset.h"
+#include "core/fit.h"
+#include "core/hyperparameters.h"
+#include "core/kernel_expr.h"
+#include "core/progress.h"
+
+namespace gpsel {
+
+enum class Metric { kMll, kMap, kAic, kBic, kLap, kLap0, kLapAic, kLapBic, kLapBicHalf };
+
+// "mll", "map", "aic", "bic", "lap", "lap0", "lap_aic", "lap_bic", "lap_bic_half".
+std::string_view MetricName(Metric metric);
+absl::StatusOr<Metric> ParseMetric(std::string_view name);
+// The eight metrics of the paper, in report order (lap_bic_half is extra and opt-in).
+const std::vector<Metric>& PaperMetrics();
+const std::vector<Metric>& AllMetrics();
+// Parses "all" or a comma-separated list; INVALID_ARGUMENT naming the bad entry.
+absl::StatusOr<std::vector<Metric>> ParseMetricList(std::string_view list);
+bool NeedsMllFit(Metric metric);  // mll, aic, bic
+bool NeedsMapFit(Metric metric);  // the rest
+
+struct ScoreOptions {
+  FitOptions fit;                      // restarts (default 5), seed, ...
+  bool standardize = true;             // standardise y before fitting (priors assume it)
+  std::vector<Metric> metrics;         // empty = the eight paper metrics
+  std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
+  HyperparameterSettings hyperparameters;
+  bool compute_laplace_covariance = true;
+  absl::Status Validate() const;
+};
+
+// Eigen-analysis of the MAP Hessian H = −∇²(log lik + log prior).
+struct LaplaceDiagnostics {
+  Eigen::VectorXd eigenvalues;          // ascending
+  Eigen::MatrixXd eigenvectors;         // columns, unit norm, in free-parameter order
+  bool positive_definite = false;       // all λ_i > 0, i.e. plain Lap is defined
+  // For each clamped direction (λ below the threshold of a variant): parameters it loads on.
+  struct ClampedDirection {
+    double eigenvalue = 0.0;
+    std::vector<std::pair<std::string, double>> loadings;  // |loading| ≥ 0.3, largest first
+  };
+  std::map<std::string, std::vector<ClampedDirection>> clamped;  // by metric name, e.g. "lap0"
+  Eigen::MatrixXd covariance;           // H⁻¹ (Laplace posterior covariance, raw); empty if not PD
+  double hessian_jitter = 0.0;          // jitter the likelihood's Cholesky needed at the optimum
+};
+
+struct KernelScore {
+  std::string kernel;                   // canonical text
+  int num_points = 0;
+  int num_hyperparameters = 0;          // u (free ones, noise included)
+  bool standardized = false;
+  Standardization standardization;
+  std::vector<std::string> parameter_names;  // free parameters in raw-vector order
+  std::map<std::string, double> metrics;     // by metric name; an undefined Lap is absent ...
+  std::map<std::string, std::string> undefined_metrics;  // ... and listed here with the reason
+  std::map<double, double> laplace_r;        // extra Laplace variants: r -> value
+  std::optional<FitResult> mll_fit;
+  std::optional<FitResult> map_fit;
+  std::optional<LaplaceDiagnostics> laplace;
+  double seconds = 0.0;
+  std::string Summary() const;
+};
+
+// Lap_r from a MAP value, Hessian eigenvalues and r (r = +inf means no clamping). Exposed for
+// tests and for search; returns nullopt when unclamped and some λ ≤ 0.
+std::optional<double> LaplaceScore(double map_value, const Eigen::VectorXd& eigenvalues,
+                                   double r);
+// The threshold 2π e^{−2r} of Lemma 3.1.
+double LaplaceEigenvalueFloor(double r);
+
+// Validates the data and options, standardises y (if asked), fits what the metrics need and
+// computes them. INVALID_ARGUMENT for bad input (before any O(n³) work); the callback's status
+// when cancelled; FAILED_PRECONDITION when no restart produced a finite fit.
+absl::StatusOr<KernelScore> ScoreKernel(const Dataset& data, const KernelExpr& kernel,
+                                        const ScoreOptions& options,
+                                        const ProgressCallback& progress = nullptr);
+
+// Posterior predictive of a fitted model at new inputs (on the original y scale).
+struct Prediction {
+  Eigen::VectorXd mean;
+  Eigen::VectorXd variance;        // of the latent f (noise excluded)
+  Eigen::VectorXd noise_variance;  // σ² on the original scale, per point (constant)
+};
+absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
+                                   const std::map<std::string, double>& natural_values,
+                                   const Standardization& standardization,
+                                   const Eigen::MatrixXd& x_new);
+
+}  // namespace gpsel
+
+#endif  // GPSEL_CORE_SCORE_H_

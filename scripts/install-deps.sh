@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package gpsel needs to build, test, benchmark and run.
+# One script for README, .ci/run and docker/Dockerfile.
+#   scripts/install-deps.sh            build + test + bench dependencies (default)
+#   scripts/install-deps.sh runtime    only the shared libraries the binaries need at run time
+set -euo pipefail
+
+mode="${1:-build}"
+
+build_packages=(
+  build-essential cmake pkg-config git ca-certificates
+  libeigen3-dev liblbfgspp-dev libabsl-dev
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  prometheus-cpp-dev libsqlite3-dev sqlite3 libpqxx-dev
+  libopenblas-serial-dev liblapack-dev
+  python3 python3-sklearn python3-numpy
+)
+runtime_packages=(
+  libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libsqlite3-0 libpqxx-6.4 libopenblas0-serial ca-certificates
+)
+
+if [ "$mode" = runtime ]; then packages=("${runtime_packages[@]}"); else packages=("${build_packages[@]}"); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

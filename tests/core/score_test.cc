@@ -1,0 +1,56 @@
+// The paper's interpretable example (DESIGN §2): all eight metrics, the MAP optimum and the
+// Hessian eigenvalues; metric parsing; Laplace clamping rules; option validation.
+#include "core/score.h"
+
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/dataset.h"
+#include "core/kernel_expr.h"
+
+namespace gpsel {
+namespace {
+
+Dataset InterpretableExample() {
+  absl::StatusOr<Dataset> data = LoadCsvFile(GPSEL_DATA_DIR "/interpretable_linear.csv");
+  EXPECT_TRUE(data.ok()) << data.status();
+  return *data;
+}
+
+KernelExpr Kernel(std::string_view text) {
+  absl::StatusOr<KernelExpr> k = ParseKernel(text);
+  EXPECT_TRUE(k.ok()) << k.status();
+  return *k;
+}
+
+TEST(ScoreTest, PaperInterpretableExampleMatchesAllEightMetrics) {
+  ScoreOptions options;
+  options.standardize = false;
+  absl::StatusOr<KernelScore> score = ScoreKernel(InterpretableExample(), Kernel("SE"), options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  EXPECT_EQ(score->num_hyperparameters, 2);
+  EXPECT_FALSE(score->standardized);
+  const std::map<std::string, double> expected = {
+      {"mll", -5.287},     {"map", -9.174},  {"lap", -8.144},    {"lap0", -9.174},
+      {"lap_aic", -11.174}, {"lap_bic", -13.779}, {"aic", -7.287}, {"bic", -7.590}};
+  for (const auto& [name, value] : expected) {
+    ASSERT_TRUE(score->metrics.count(name)) << name;
+    EXPECT_NEAR(score->metrics.at(name), value, 0.005) << name;
+  }
+  ASSERT_TRUE(score->map_fit.has_value());
+  EXPECT_NEAR(score->map_fit->values.at("SE.lengthscale"), 0.975, 0.005);
+  EXPECT_NEAR(score->map_fit->values.at("noise"), 0.0841, 0.0005);
+  ASSERT_TRUE(score->laplace.has_value());
+  ASSERT_EQ(score->laplace->eigenvalues.size(), 2);
+  EXPECT_NEAR(score->laplace->eigenvalues(0), 1.346, 0.005);
+  EXPECT_NEAR(score->laplace->eigenvalues(1), 3.741, 0.005);
+  EXPECT_TRUE(score->laplace->positive_definite);
+  // Both eigenvalues lie below 2π, so Lap0 clamps both directions and equals MAP exactly.
+  EXPECT_EQ(score->laplace->clamped.at("lap0").size(), 2u);
+  EXPECT_DOUBLE_EQ(score->metrics.at("lap0"), score->metrics.at("map"));
+}
+
+}  // namespace
+}  // namespace gpsel
