@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
+#include "core/kernel_expr.h"
 #include "core/progress.h"
 #include "core/score.h"
 
@@ -55,11 +56,19 @@ struct FitFlags {
   bool json = false;
   std::vector<std::string> priors;  // NAME=MEAN,SD
   std::vector<std::string> fixed;   // NAME=VALUE
+  std::string server;               // HOST:PORT: run on a gpsel-server instead of in-process
 };
 void AddDataFlag(CLI::App& sub, FitFlags& flags);
 void AddFitFlags(CLI::App& sub, FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
 // Builds HyperparameterSettings from --prior/--fix; INVALID_ARGUMENT naming the bad entry.
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags);
+
+// Remote execution of `score` on a gpsel-server, installed by the service part of the CLI
+// (cli_remote.cc) when gpsel is built with gRPC; empty otherwise. Kernels are canonical.
+using RemoteScoreFn = std::function<absl::StatusOr<std::vector<KernelScore>>(
+    const std::string& server, const Dataset& data, const std::vector<KernelExpr>& kernels,
+    const ScoreOptions& options)>;
+RemoteScoreFn& RemoteScoreHook();
 
 // JSON of a score as documented for `gpsel score --json`.
 nlohmann::json KernelScoreToJson(const KernelScore& score);
