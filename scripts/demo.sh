@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's demo command: install packages, build, then run gpsel on the bundled data.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+GPSEL="${BUILD_DIR:-build}/client/gpsel"
+
+echo
+echo "== The paper's interpretable example (10 points, no standardisation): which kernel? =="
+"$GPSEL" score --data data/interpretable_linear.csv --no-standardize \
+  --kernel SE --kernel LIN --kernel SE+LIN --kernel MAT32 --kernel 'LIN*SE'
+
+echo
+echo "== Mauna Loa CO2 (521 monthly means): long-term trend vs trend + seasonality =="
+"$GPSEL" score --data data/mauna_loa_monthly.csv --restarts 3 \
+  --kernel 'C*SE' --kernel 'C*SE + C*SE*PER'
