@@ -15,6 +15,7 @@ build_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libsqlite3-dev sqlite3 libpqxx-dev
   libopenblas-serial-dev liblapack-dev
+  postgresql prometheus
   python3 python3-sklearn python3-numpy
 )
 runtime_packages=(

@@ -1,0 +1,283 @@
+// OpenJobStore URL handling, options validation, state names, job ids, and backend-specific
+// properties of the stored databases (SQLite WAL mode and schema version; newer schemas refused).
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/job_store.h"
+#include "tests/jobstore/job_store_test_util.h"
+
+namespace gpsel {
+namespace {
+
+using ::gpsel::testing::PostgresTestDatabase;
+using ::gpsel::testing::PostgresUrlFromEnv;
+using ::gpsel::testing::TempDir;
+
+// Runs one SQL statement on a SQLite file with the plain C API; returns the first column of the
+// first row as text ("" when none).
+std::string SqliteQuery(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string out;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+      if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr) {
+        out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+      }
+      sqlite3_finalize(stmt);
+    }
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+TEST(JobStateTest, NamesRoundTrip) {
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,
+                     JobState::kFailed, JobState::kCancelled}) {
+    EXPECT_EQ(ParseJobState(JobStateName(s)), s);
+  }
+  EXPECT_EQ(JobStateName(JobState::kCancelled), "CANCELLED");
+  EXPECT_FALSE(ParseJobState("queued").has_value());
+  EXPECT_FALSE(ParseJobState("").has_value());
+  EXPECT_FALSE(IsTerminal(JobState::kQueued));
+  EXPECT_FALSE(IsTerminal(JobState::kRunning));
+  EXPECT_TRUE(IsTerminal(JobState::kSucceeded));
+  EXPECT_TRUE(IsTerminal(JobState::kFailed));
+  EXPECT_TRUE(IsTerminal(JobState::kCancelled));
+}
+
+TEST(OpenJobStoreTest, RejectsUnknownSchemesAndEmptyPaths) {
+  for (const char* url : {"", "jobs.db", "mysql://localhost/db", "sqlite:", "sqlite://",
+                          "SQLITE:/tmp/x.db", "postgresq://user:secret@host/db"}) {
+    absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(url);
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << url;
+    // A mistyped URL may carry a password: it must not be echoed into logs.
+    EXPECT_EQ(std::string(store.status().message()).find("secret"), std::string::npos);
+  }
+}
+
+TEST(OpenJobStoreTest, RejectsInvalidOptions) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  JobStoreOptions options;
+  options.max_attempts = 0;
+  EXPECT_EQ(OpenJobStore(absl::StrCat("sqlite:", dir.path(), "/a.db"), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.postgres_max_connections = 0;
+  EXPECT_EQ(OpenJobStore("postgresql://127.0.0.1:1/x", options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OpenJobStoreTest, MalformedPostgresUrlIsInvalidArgument) {
+  for (const char* url : {"postgresql://[::1/db", "postgresql://host:notaport/db",
+                          "postgres://localhost/db?nonsense_option=1"}) {
+    absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(url);
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument)
+        << url << ": " << store.status();
+  }
+}
+
+TEST(OpenJobStoreTest, UnreachablePostgresIsUnavailable) {
+  // Port 1 on loopback: nobody listens, the connection is refused at once.
+  absl::StatusOr<std::unique_ptr<JobStore>> store =
+      OpenJobStore("postgresql://gpsel@127.0.0.1:1/gpsel?connect_timeout=5");
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
+}
+
+TEST(OpenJobStoreTest, SqliteInMissingDirectoryFails) {
+  absl::StatusOr<std::unique_ptr<JobStore>> store =
+      OpenJobStore("sqlite:/nonexistent-gpsel-dir/sub/jobs.db");
+  EXPECT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+}
+
+TEST(OpenJobStoreTest, SqliteInMemoryWorks) {
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite::memory:");
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<SubmitResult> s = (*store)->Submit("evidence", "req", "", 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<Job> job = (*store)->GetJob(s->job.id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->request, "req");
+}
+
+TEST(OpenJobStoreTest, SqliteFileIsWalWithSchemaVersion) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/jobs.db";
+  {
+    // The "sqlite://" form with an absolute path: sqlite:///tmp/.../jobs.db.
+    absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite://" + path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Submit("evidence", "r", "", 0).ok());
+  }
+  EXPECT_EQ(SqliteQuery(path, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(SqliteQuery(path, "SELECT max(version) FROM gpsel_schema_version"), "1");
+  EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_jobs"), "1");
+  // Reopening does not add a second version row or touch the data.
+  ASSERT_TRUE(OpenJobStore("sqlite:" + path).ok());
+  EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_schema_version"), "1");
+  EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_jobs"), "1");
+}
+
+// Several servers starting at once on a file that does not exist yet: every one of them must
+// open it (WAL switch and schema creation race), and the schema must be created exactly once.
+TEST(OpenJobStoreTest, SqliteConcurrentFirstOpenFromSeveralProcesses) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/fresh.db";
+  constexpr int kProcesses = 6;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      {
+        absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
+        if (!store.ok()) {
+          code = 2;
+        } else if (!(*store)->Submit("evidence", "r", absl::StrCat("k", p), 0).ok()) {
+          code = 3;
+        }
+      }
+      _exit(code);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_schema_version"), "1");
+  EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_jobs"), std::to_string(kProcesses));
+}
+
+TEST(OpenJobStoreTest, SqliteRefusesNewerSchema) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/jobs.db";
+  ASSERT_TRUE(OpenJobStore("sqlite:" + path).ok());
+  SqliteQuery(path, "UPDATE gpsel_schema_version SET version = 99");
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+}
+
+TEST(OpenJobStoreTest, SqliteRefusesAFileThatIsNotADatabase) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/not-a-db";
+  std::ofstream(path) << std::string(4096, 'x');
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+}
+
+TEST(OpenJobStoreTest, PostgresRefusesNewerSchema) {
+  const char* base = PostgresUrlFromEnv();
+  if (base == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
+  absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(base);
+  ASSERT_TRUE(db.ok()) << db.status();
+  ASSERT_TRUE(OpenJobStore((*db)->url()).ok());
+  {
+    pqxx::connection conn(base);
+    pqxx::work txn(conn);
+    txn.exec(absl::StrCat("UPDATE ", (*db)->schema(), ".gpsel_schema_version SET version = 99"));
+    txn.commit();
+  }
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore((*db)->url());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+}
+
+TEST(OpenJobStoreTest, PostgresSchemeAliasesAndMissingDatabase) {
+  const char* base = PostgresUrlFromEnv();
+  if (base == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
+  absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(base);
+  ASSERT_TRUE(db.ok()) << db.status();
+  std::string url = (*db)->url();
+  ASSERT_EQ(url.rfind("postgresql://", 0), 0u) << "test expects a postgresql:// URL";
+  const std::string alias = "postgres://" + url.substr(std::string("postgresql://").size());
+  EXPECT_TRUE(OpenJobStore(alias).ok());
+  // Same server, a database that does not exist.
+  const size_t slash = url.find('/', std::string("postgresql://").size());
+  ASSERT_NE(slash, std::string::npos);
+  const std::string missing = url.substr(0, slash) + "/gpsel_no_such_database";
+  EXPECT_EQ(OpenJobStore(missing).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A database restart or a proxy dropping idle connections must cost at most the call that
+// discovers it (UNAVAILABLE, retryable); the pool then opens fresh connections.
+TEST(OpenJobStoreTest, PostgresRecoversFromKilledConnections) {
+  const char* base = PostgresUrlFromEnv();
+  if (base == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
+  absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(base);
+  ASSERT_TRUE(db.ok()) << db.status();
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore((*db)->url());
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<SubmitResult> submitted = (*store)->Submit("evidence", "r", "", 0);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+
+  int killed = 0;
+  {
+    pqxx::connection admin(base);
+    pqxx::nontransaction txn(admin);
+    const pqxx::result r = txn.exec(absl::StrCat(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ",
+        txn.quote((*db)->schema())));
+    killed = static_cast<int>(r.size());
+  }
+  ASSERT_GE(killed, 1);
+
+  int unavailable = 0;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Job> job = (*store)->GetJob(submitted->job.id);
+    if (job.ok()) {
+      EXPECT_EQ(job->request, "r");
+    } else {
+      EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable) << job.status();
+      ++unavailable;
+    }
+  }
+  EXPECT_LE(unavailable, 1);
+  EXPECT_TRUE((*store)->GetJob(submitted->job.id).ok());
+}
+
+TEST(JobIdTest, IdsAreUniqueCrockfordAndOrderedByCreation) {
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite::memory:");
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::set<std::string> ids;
+  std::string previous;
+  for (int i = 0; i < 200; ++i) {
+    if (i % 50 == 0) absl::SleepFor(absl::Milliseconds(2));  // a new millisecond
+    absl::StatusOr<SubmitResult> s = (*store)->Submit("evidence", "", "", 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const std::string& id = s->job.id;
+    ASSERT_EQ(id.size(), 26u);
+    EXPECT_EQ(id.find_first_not_of("0123456789ABCDEFGHJKMNPQRSTVWXYZ"), std::string::npos) << id;
+    if (i % 50 == 0 && !previous.empty()) {
+      // The 48-bit millisecond prefix (10 characters) grows with time.
+      EXPECT_GT(id.substr(0, 10), previous.substr(0, 10));
+    }
+    previous = id;
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 200u);
+}
+
+}  // namespace
+}  // namespace gpsel
