@@ -28,6 +28,49 @@ RemoteScoreFn& RemoteScoreHook() {
   return hook;
 }
 
+RemoteEvidenceFn& RemoteEvidenceHook() {
+  static RemoteEvidenceFn hook;
+  return hook;
+}
+
+RemoteSubmitEvidenceFn& RemoteSubmitEvidenceHook() {
+  static RemoteSubmitEvidenceFn hook;
+  return hook;
+}
+
+nlohmann::json EvidenceResultToJson(const EvidenceResult& result) {
+  const NestedSamplingResult& s = result.sampling;
+  nlohmann::json j;
+  j["kernel"] = result.kernel;
+  j["n"] = result.num_points;
+  j["num_hyperparameters"] = result.num_hyperparameters;
+  j["standardized"] = result.standardized;
+  j["log_evidence"] = JsonNumber(s.log_evidence);
+  j["log_evidence_error"] = JsonNumber(s.log_evidence_error);
+  j["log_evidence_error_bootstrap"] = JsonNumber(s.log_evidence_error_bootstrap);
+  j["information"] = JsonNumber(s.information);
+  j["likelihood_calls"] = s.likelihood_calls;
+  j["iterations"] = s.iterations;
+  j["effective_sample_size"] = JsonNumber(s.effective_sample_size);
+  j["num_live"] = s.num_live;
+  j["num_batches"] = s.num_batches;
+  j["partial"] = s.partial;
+  if (s.partial) j["partial_reason"] = s.partial_reason;
+  j["seconds"] = s.seconds;
+  if (s.samples.rows() > 0) {
+    nlohmann::json samples = nlohmann::json::array();
+    for (Eigen::Index i = 0; i < s.samples.rows(); ++i) {
+      nlohmann::json row = nlohmann::json::array();
+      for (Eigen::Index c = 0; c < s.samples.cols(); ++c) row.push_back(s.samples(i, c));
+      samples.push_back({{"raw", row},
+                         {"log_weight", JsonNumber(s.log_weights(i))},
+                         {"log_likelihood", JsonNumber(s.log_likelihoods(i))}});
+    }
+    j["samples"] = {{"parameters", result.parameter_names}, {"points", samples}};
+  }
+  return j;
+}
+
 int ReportError(const absl::Status& status) {
   std::cerr << "gpsel: " << status.message() << "\n";
   switch (status.code()) {

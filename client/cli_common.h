@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
+#include "core/evidence.h"
 #include "core/kernel_expr.h"
 #include "core/progress.h"
 #include "core/score.h"
@@ -69,6 +70,21 @@ using RemoteScoreFn = std::function<absl::StatusOr<std::vector<KernelScore>>(
     const std::string& server, const Dataset& data, const std::vector<KernelExpr>& kernels,
     const ScoreOptions& options)>;
 RemoteScoreFn& RemoteScoreHook();
+
+// Remote `evidence`: submit a job and follow it to the end (progress through the callback) ...
+using RemoteEvidenceFn = std::function<absl::StatusOr<EvidenceResult>(
+    const std::string& server, const Dataset& data, const KernelExpr& kernel,
+    const EvidenceOptions& options, const ProgressCallback& progress)>;
+RemoteEvidenceFn& RemoteEvidenceHook();
+// ... or only submit it (--detach) and return the job id.
+using RemoteSubmitEvidenceFn = std::function<absl::StatusOr<std::string>(
+    const std::string& server, const Dataset& data, const KernelExpr& kernel,
+    const EvidenceOptions& options)>;
+RemoteSubmitEvidenceFn& RemoteSubmitEvidenceHook();
+
+// JSON of an evidence result as documented for `gpsel evidence --json` (and `jobs get --json`'s
+// "result"): log_evidence, log_evidence_error, likelihood_calls, iterations, ...
+nlohmann::json EvidenceResultToJson(const EvidenceResult& result);
 
 // JSON of a score as documented for `gpsel score --json`.
 nlohmann::json KernelScoreToJson(const KernelScore& score);
