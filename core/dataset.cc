@@ -70,6 +70,7 @@ absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& lim
     std::vector<double> values;
     values.reserve(fields.size());
     bool numeric = true;
+    bool any_numeric = false;
     std::string bad_field;
     size_t bad_column = 0;
     for (size_t c = 0; c < fields.size(); ++c) {
@@ -79,11 +80,14 @@ absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& lim
       }
       double value;
       if (!absl::SimpleAtod(field, &value)) {
+        if (numeric) {
+          bad_field = std::string(field);
+          bad_column = c + 1;
+        }
         numeric = false;
-        bad_field = std::string(field);
-        bad_column = c + 1;
-        break;
+        continue;
       }
+      any_numeric = true;
       if (!std::isfinite(value)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "line ", line_number, ", column ", c + 1, ": '", field, "' is not a finite number"));
@@ -91,7 +95,8 @@ absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& lim
       values.push_back(value);
     }
     if (!numeric) {
-      if (header_allowed) {  // the first non-comment line may be a header
+      // The first non-comment line may be a header: every cell of it non-numeric.
+      if (header_allowed && !any_numeric) {
         header_allowed = false;
         columns = fields.size();
         continue;
@@ -147,7 +152,9 @@ absl::StatusOr<Standardization> ComputeStandardization(const Eigen::VectorXd& y,
   if (y.size() < 2) return absl::InvalidArgumentError("y: need two points to standardise");
   s.mean = y.mean();
   const double sd = std::sqrt((y.array() - s.mean).square().sum() / (y.size() - 1));
-  if (!(sd > 0) || !std::isfinite(sd)) {
+  // A constant y rarely gives sd == 0 exactly: the rounded mean of n copies of 3.7 is off by an
+  // ulp, so sd ≈ 1e-16·|y|. Dividing by that would turn rounding noise into unit-variance data.
+  if (!(sd > 1e-12 * y.cwiseAbs().maxCoeff()) || !std::isfinite(sd)) {
     return absl::InvalidArgumentError(
         "y: constant targets cannot be standardised (turn standardisation off)");
   }

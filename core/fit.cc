@@ -158,7 +158,12 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     LBFGSpp::LBFGSBSolver<double> solver(param);
     double fx = 0.0;
     try {
-      result.iterations += solver.minimize(f, x, fx, lower, upper);
+      if (u == 0) {  // everything fixed: nothing to optimise, just evaluate
+        Eigen::VectorXd no_gradient(0);
+        f(x, no_gradient);
+      } else {
+        result.iterations += solver.minimize(f, x, fx, lower, upper);
+      }
     } catch (const FitCancelled& cancelled) {
       return cancelled.status;
     } catch (const std::exception&) {

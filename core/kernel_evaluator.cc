@@ -188,14 +188,90 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
   double theta[2], slope[2];
   for (int a = 0; a < m; ++a) {
     theta[a] = Softplus(raw(leaf.first_param + a));
-    slope[a] = Sigmoid(raw(leaf.first_param + a));
+    slope[a] = Sigmoid(raw(leaf.first_param + a));  // chain rule dθ/dr = σ(r)
   }
-  std::vector<MatrixXd> d1;
-  BaseKernelNatural(leaf.base, geometry.by_dim.at(leaf.active_dim), theta, with_gradient ? 1 : 0,
-                    &value->k, &d1, nullptr);
-  value->dk.clear();
-  if (with_gradient) {
-    for (int a = 0; a < m; ++a) value->dk.push_back(d1[a] * slope[a]);  // chain rule dθ/dr = σ(r)
+  const PairGeometry::ForDim& g = geometry.by_dim.at(leaf.active_dim);
+  // Value and raw-space first derivatives written straight into `value`, one pass over the n×n
+  // entries per output and no temporaries where the formula allows (this runs once per
+  // likelihood evaluation; BaseKernelNatural below serves the second derivatives).
+  // Same formulas as BaseKernelNatural, with σ(r) folded into the scalar factors.
+  MatrixXd& k = value->k;
+  std::vector<MatrixXd>& dk = value->dk;
+  dk.resize(with_gradient ? m : 0);
+  switch (leaf.base) {
+    case BaseKernel::kSE: {
+      const double l = theta[0];
+      k.noalias() = (g.squared_distance.array() * (-0.5 / (l * l))).exp().matrix();
+      if (with_gradient) {  // k d²/ℓ³
+        dk[0].noalias() =
+            (k.array() * g.squared_distance.array() * (slope[0] / (l * l * l))).matrix();
+      }
+      return;
+    }
+    case BaseKernel::kMAT12: {
+      const double l = theta[0];
+      k.noalias() = (g.distance.array() * (-1.0 / l)).exp().matrix();
+      if (with_gradient) {  // k z/ℓ, z = d/ℓ
+        dk[0].noalias() = (k.array() * g.distance.array() * (slope[0] / (l * l))).matrix();
+      }
+      return;
+    }
+    case BaseKernel::kMAT32: {
+      const double l = theta[0], c = std::sqrt(3.0) / l;
+      k.noalias() = ((1.0 + c * g.distance.array()) * (-c * g.distance.array()).exp()).matrix();
+      if (with_gradient) {  // z² e^{−z}/ℓ = k z²/((1+z)ℓ)
+        const auto z = c * g.distance.array();
+        dk[0].noalias() = (k.array() * z.square() / (1.0 + z) * (slope[0] / l)).matrix();
+      }
+      return;
+    }
+    case BaseKernel::kMAT52: {
+      const double l = theta[0], c = std::sqrt(5.0) / l;
+      const auto z = c * g.distance.array();
+      k.noalias() = ((1.0 + z + z.square() / 3.0) * (-z).exp()).matrix();
+      if (with_gradient) {  // z²(1+z)e^{−z}/(3ℓ) = k z²(1+z)/((1+z+z²/3)·3ℓ)
+        dk[0].noalias() = (k.array() * z.square() * (1.0 + z) / (1.0 + z + z.square() / 3.0) *
+                           (slope[0] / (3.0 * l)))
+                              .matrix();
+      }
+      return;
+    }
+    case BaseKernel::kLIN: {
+      k.noalias() = theta[0] * g.dot;
+      if (with_gradient) dk[0].noalias() = slope[0] * g.dot;
+      return;
+    }
+    case BaseKernel::kConst: {
+      const Eigen::Index r = g.distance.rows(), c = g.distance.cols();
+      k.setConstant(r, c, theta[0]);
+      if (with_gradient) dk[0].setConstant(r, c, slope[0]);
+      return;
+    }
+    case BaseKernel::kPER: {
+      // k = exp(−2S/ℓ²), S = sin²A, A = πd/p; ∂k/∂ℓ = k·4S/ℓ³; ∂k/∂p = k·2 sin(2A)·A/(pℓ²).
+      const double l = theta[0], p = theta[1];
+      const ArrayXXd a = (kPi / p) * g.distance.array();
+      const ArrayXXd s = a.sin().square();
+      k.noalias() = (s * (-2.0 / (l * l))).exp().matrix();
+      if (with_gradient) {
+        dk[0].noalias() = (k.array() * s * (4.0 * slope[0] / (l * l * l))).matrix();
+        dk[1].noalias() =
+            (k.array() * (2.0 * a).sin() * a * (2.0 * slope[1] / (p * l * l))).matrix();
+      }
+      return;
+    }
+    case BaseKernel::kRQ: {
+      // k = B^{−α}, B = 1 + q, q = d²/(2αℓ²); ∂k/∂ℓ = k·2αq/(ℓB); ∂k/∂α = k·(q/B − log B).
+      const double l = theta[0], alpha = theta[1];
+      const ArrayXXd q = g.squared_distance.array() * (1.0 / (2.0 * alpha * l * l));
+      const ArrayXXd log_b = q.log1p();
+      k.noalias() = (-alpha * log_b).exp().matrix();
+      if (with_gradient) {
+        dk[0].noalias() = (k.array() * q / (1.0 + q) * (2.0 * alpha * slope[0] / l)).matrix();
+        dk[1].noalias() = (k.array() * (q / (1.0 + q) - log_b) * slope[1]).matrix();
+      }
+      return;
+    }
   }
 }
 
@@ -220,6 +296,12 @@ void KernelEvaluator::Evaluate(const PairGeometry& geometry, const Eigen::Vector
                                bool with_gradient, std::vector<NodeValue>* values) const {
   values->resize(nodes_.size());
   // Children are built before parents, so index order is a valid bottom-up order.
+  //
+  // A sum node takes its operands' matrices over by move instead of copying them: nothing reads
+  // the value of a sum's direct operand afterwards (the root is never one, and SecondDerivative
+  // reads only the values of product operands — a sum's second derivatives recurse into its
+  // operands' own operands or recompute leaves). So after Evaluate, the entries of the direct
+  // operands of sum nodes are empty; every other node's entry holds its value.
   for (size_t idx = 0; idx < nodes_.size(); ++idx) {
     const Node& node = nodes_[idx];
     NodeValue& v = (*values)[idx];
@@ -228,37 +310,63 @@ void KernelEvaluator::Evaluate(const PairGeometry& geometry, const Eigen::Vector
       continue;
     }
     v.dk.clear();
+    if (with_gradient) v.dk.reserve(node.params.size());
     if (node.kind == KernelExpr::Kind::kSum) {
-      v.k = (*values)[node.children[0]].k;
+      v.k = std::move((*values)[node.children[0]].k);
       for (size_t c = 1; c < node.children.size(); ++c) v.k += (*values)[node.children[c]].k;
+      for (int child : node.children) {
+        NodeValue& cv = (*values)[child];
+        if (with_gradient) {
+          for (MatrixXd& d : cv.dk) v.dk.push_back(std::move(d));
+        }
+        cv.k = MatrixXd();
+        cv.dk.clear();
+      }
+      continue;
+    }
+    // Product: the derivative of operand c is multiplied by the product of the other operands
+    // (computed without dividing: a LIN factor can be exactly zero).
+    const size_t count = node.children.size();
+    auto child_k = [&](size_t c) -> const MatrixXd& { return (*values)[node.children[c]].k; };
+    if (count == 1) {  // not produced by the parser, but keep non-canonical trees working
+      v.k = child_k(0);
+      if (with_gradient) v.dk = (*values)[node.children[0]].dk;
+      continue;
+    }
+    if (count == 2) {
+      v.k.noalias() = (child_k(0).array() * child_k(1).array()).matrix();
       if (with_gradient) {
-        for (int child : node.children) {
-          for (const MatrixXd& d : (*values)[child].dk) v.dk.push_back(d);
+        for (size_t c = 0; c < 2; ++c) {
+          const MatrixXd& other = child_k(1 - c);
+          for (const MatrixXd& d : (*values)[node.children[c]].dk) {
+            v.dk.push_back((d.array() * other.array()).matrix());
+          }
         }
       }
       continue;
     }
-    // Product: prefix/suffix products give "all operands but c" without dividing.
-    const size_t count = node.children.size();
+    // prefix[c] = k_0 ∘ … ∘ k_{c−1} (c ≥ 1), suffix[c] = k_c ∘ … ∘ k_{count−1} (c ≤ count−1).
     std::vector<ArrayXXd> prefix(count + 1), suffix(count + 1);
-    const MatrixXd& first = (*values)[node.children[0]].k;
-    prefix[0] = ArrayXXd::Ones(first.rows(), first.cols());
-    suffix[count] = prefix[0];
-    for (size_t c = 0; c < count; ++c) {
-      prefix[c + 1] = prefix[c] * (*values)[node.children[c]].k.array();
-    }
-    for (size_t c = count; c-- > 0;) {
-      suffix[c] = suffix[c + 1] * (*values)[node.children[c]].k.array();
-    }
-    v.k = prefix[count].matrix();
+    prefix[1] = child_k(0).array();
+    for (size_t c = 1; c < count; ++c) prefix[c + 1] = prefix[c] * child_k(c).array();
     if (with_gradient) {
+      suffix[count - 1] = child_k(count - 1).array();
+      for (size_t c = count - 1; c-- > 1;) suffix[c] = suffix[c + 1] * child_k(c).array();
       for (size_t c = 0; c < count; ++c) {
-        const ArrayXXd others = prefix[c] * suffix[c + 1];
+        ArrayXXd others;
+        if (c == 0) {
+          others = suffix[1];
+        } else if (c == count - 1) {
+          others = prefix[count - 1];
+        } else {
+          others = prefix[c] * suffix[c + 1];
+        }
         for (const MatrixXd& d : (*values)[node.children[c]].dk) {
           v.dk.push_back((d.array() * others).matrix());
         }
       }
     }
+    v.k = prefix[count].matrix();
   }
 }
 

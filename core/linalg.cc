@@ -1,4 +1,5 @@
-// LAPACK-backed SPD factorisation (dpotrf/dpotrs/dpotri from serial OpenBLAS).
+// LAPACK-backed SPD factorisation (dpotrf/dpotrs, and dtrmm/dtrtri/dlauum for the inverse) from
+// serial OpenBLAS.
 #include "core/linalg.h"
 
 #include <cmath>
@@ -11,10 +12,44 @@ extern "C" {
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda,
              double* b, const int* ldb, int* info, size_t);
-void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
+void dtrtri_(const char* uplo, const char* diag, const int* n, double* a, const int* lda, int* info,
+             size_t, size_t);
+void dlauum_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
 }
+// dtrmm_ comes from Eigen's BLAS declarations (EIGEN_USE_BLAS, Eigen/src/misc/blas.h).
 
 namespace gpsel {
+
+namespace {
+
+// In-place inverse of the lower-triangular n×n matrix at `a` (column-major, leading dimension
+// lda), by recursive halving: with L = [L11 0; L21 L22],
+//   L⁻¹ = [L11⁻¹ 0; −L22⁻¹ L21 L11⁻¹  L22⁻¹],
+// inverting the diagonal blocks first and then forming the off-diagonal block with two
+// triangular matrix products (dtrmm). Same n³/3 flops as LAPACK dtrtri, but OpenBLAS 0.3.21's
+// dtrtri is slow here: it runs the unblocked level-2 dtrti2 (dtrmv) below its blocking size and
+// is no better above it — measured (bench/RESULTS.md, issue 2) 3× slower than dpotrf on the same
+// matrix at n = 200 and 9× at n = 500, where this recursion is 0.7× dpotrf.
+void InvertLowerTriangular(int n, double* a, int lda) {
+  constexpr int kBase = 16;  // small blocks: dtrti2's level-2 loop is fine there
+  if (n <= kBase) {
+    int info = 0;
+    dtrtri_("L", "N", &n, a, &lda, &info, 1, 1);
+    return;
+  }
+  const int n1 = n / 2, n2 = n - n1;
+  double* a11 = a;
+  double* a21 = a + n1;
+  double* a22 = a + n1 + static_cast<std::ptrdiff_t>(n1) * lda;
+  InvertLowerTriangular(n1, a11, lda);
+  InvertLowerTriangular(n2, a22, lda);
+  const double one = 1.0, minus_one = -1.0;
+  // A21 ← A21 L11⁻¹, then A21 ← −L22⁻¹ A21.
+  dtrmm_("R", "L", "N", "N", &n2, &n1, &one, a11, &lda, a21, &lda);
+  dtrmm_("L", "L", "N", "N", &n2, &n1, &minus_one, a22, &lda, a21, &lda);
+}
+
+}  // namespace
 
 absl::Status SpdFactorization::Compute(const Eigen::MatrixXd& matrix) {
   const int n = static_cast<int>(matrix.rows());
@@ -54,10 +89,13 @@ Eigen::VectorXd SpdFactorization::Solve(const Eigen::VectorXd& rhs) const {
 }
 
 Eigen::MatrixXd SpdFactorization::Inverse() const {
+  // K⁻¹ = L⁻ᵀ L⁻¹: invert the factor (see InvertLowerTriangular), then dlauum forms the
+  // product in place — what dpotri does, with a faster triangular inverse.
   Eigen::MatrixXd inverse = factor_;
   const int n = static_cast<int>(factor_.rows());
   int info = 0;
-  dpotri_("L", &n, inverse.data(), &n, &info, 1);
+  InvertLowerTriangular(n, inverse.data(), n);
+  dlauum_("L", &n, inverse.data(), &n, &info, 1);
   inverse.triangularView<Eigen::StrictlyUpper>() = inverse.transpose();
   return inverse;
 }

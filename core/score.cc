@@ -195,13 +195,15 @@ absl::StatusOr<KernelScore> ScoreKernel(const Dataset& data, const KernelExpr& k
     model->LogPrior(score.map_fit->raw, nullptr, &prior_hessian);
     // H = −∇²(log lik + log prior) at the MAP optimum.
     const Eigen::MatrixXd h = -(lik->hessian + prior_hessian);
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(h);
-    if (eigen.info() != Eigen::Success) {
-      return absl::InternalError("eigen-decomposition of the MAP Hessian failed");
-    }
     LaplaceDiagnostics diag;
-    diag.eigenvalues = eigen.eigenvalues();
-    diag.eigenvectors = eigen.eigenvectors();
+    if (u > 0) {
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(h);
+      if (eigen.info() != Eigen::Success) {
+        return absl::InternalError("eigen-decomposition of the MAP Hessian failed");
+      }
+      diag.eigenvalues = eigen.eigenvalues();
+      diag.eigenvectors = eigen.eigenvectors();
+    }
     diag.positive_definite = u == 0 || diag.eigenvalues(0) > 0;
     diag.hessian_jitter = lik->jitter;
     if (diag.positive_definite && options.compute_laplace_covariance && u > 0) {
