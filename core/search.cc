@@ -1,0 +1,935 @@
+// Compositional Kernel Search: candidate generation, the score cache, and the search loop that
+// scores each step's candidates on a thread pool.
+//
+// Determinism: a candidate's result is a function of (data, options, canonical kernel text,
+// warm start) only. Its seed comes from CandidateSeed; its warm start from its parent, which is
+// fixed by the (deterministic) ranking of the previous step; results are written into per-
+// candidate slots and every decision (ranking, cache writes, the trace) is taken on the calling
+// thread after the whole step finished, in candidate order. Only the order of progress messages
+// depends on scheduling.
+#include "core/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bitset>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/gp_model.h"
+#include "core/thread_pool.h"
+
+namespace gpsel {
+namespace {
+
+constexpr int kMaxDepthLimit = 10;
+constexpr int kMaxBeamWidth = 64;
+constexpr int kMaxThreads = 256;
+// Subsets of a sum's/product's operands are offered as subexpressions up to this many operands
+// (2^m subsets); wider nodes only offer themselves and their operands.
+constexpr size_t kMaxSubsetOperands = 10;
+
+constexpr uint64_t kFnvOffset = 14695981039346656037ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+uint64_t Fnv1a(const void* data, size_t size, uint64_t hash = kFnvOffset) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= kFnvPrime;
+  }
+  return hash;
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Debian's Abseil has its own string_view type; convert explicitly.
+absl::string_view ToAbsl(std::string_view text) { return {text.data(), text.size()}; }
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+KernelExpr Combine(KernelExpr::Kind kind, std::vector<KernelExpr> operands) {
+  return kind == KernelExpr::Kind::kSum ? KernelExpr::Sum(std::move(operands))
+                                        : KernelExpr::Product(std::move(operands));
+}
+
+std::string Bracketed(const KernelExpr& expr) { return absl::StrCat("[", ToString(expr), "]"); }
+
+// Appends every kernel obtained from `node` by one rewrite somewhere inside it (not deduplicated).
+void CollectRewrites(const KernelExpr& node, const std::vector<KernelExpr>& base_kernels,
+                     std::vector<KernelExpansion>* out) {
+  for (const KernelExpr& base : base_kernels) {
+    out->push_back({KernelExpr::Sum({node, base}),
+                    absl::StrCat(Bracketed(node), " + ", ToString(base))});
+    out->push_back({KernelExpr::Product({node, base}),
+                    absl::StrCat(Bracketed(node), " * ", ToString(base))});
+  }
+  if (node.is_base()) {
+    for (const KernelExpr& base : base_kernels) {
+      if (base != node) {
+        out->push_back({base, absl::StrCat(Bracketed(node), " -> ", ToString(base))});
+      }
+    }
+    return;
+  }
+  const size_t m = node.operands.size();
+  for (size_t i = 0; i < m; ++i) {
+    std::vector<KernelExpansion> inner;
+    CollectRewrites(node.operands[i], base_kernels, &inner);
+    for (KernelExpansion& rewrite : inner) {
+      std::vector<KernelExpr> operands = node.operands;
+      operands[i] = std::move(rewrite.kernel);
+      out->push_back({Combine(node.kind, std::move(operands)), std::move(rewrite.derivation)});
+    }
+  }
+  // A group of some operands is a subexpression too (up to associativity and commutativity).
+  // Combining it with the node's own operator only reproduces "whole op B", so only the other
+  // operator is tried.
+  if (m < 3 || m > kMaxSubsetOperands) return;
+  const bool is_sum = node.kind == KernelExpr::Kind::kSum;
+  const uint32_t all = (1u << m) - 1;
+  for (uint32_t mask = 1; mask < all; ++mask) {
+    if (std::bitset<32>(mask).count() < 2) continue;
+    std::vector<KernelExpr> group;
+    std::vector<KernelExpr> rest;
+    for (size_t i = 0; i < m; ++i) {
+      ((mask >> i) & 1u ? group : rest).push_back(node.operands[i]);
+    }
+    const KernelExpr sub = Combine(node.kind, group);
+    for (const KernelExpr& base : base_kernels) {
+      std::vector<KernelExpr> operands = rest;
+      operands.push_back(is_sum ? KernelExpr::Product({sub, base}) : KernelExpr::Sum({sub, base}));
+      out->push_back({Combine(node.kind, std::move(operands)),
+                      absl::StrCat(Bracketed(sub), is_sum ? " * " : " + ", ToString(base))});
+    }
+  }
+}
+
+// The hyperparameter settings that apply to `kernel`: entries naming parameters it lacks are
+// dropped, so one set of settings serves every candidate of a search ("SE.lengthscale" only
+// matters for kernels with exactly one SE).
+HyperparameterSettings SettingsForKernel(const KernelExpr& kernel,
+                                         const HyperparameterSettings& settings) {
+  if (settings.prior_overrides.empty() && settings.fixed_values.empty()) return settings;
+  absl::StatusOr<std::vector<HyperparameterInfo>> infos = DescribeHyperparameters(kernel, {});
+  if (!infos.ok()) return settings;  // the scorer reports the real problem
+  std::set<std::string> names;
+  for (const HyperparameterInfo& info : *infos) names.insert(info.name);
+  HyperparameterSettings filtered;
+  for (const auto& [name, prior] : settings.prior_overrides) {
+    if (names.count(name)) filtered.prior_overrides[name] = prior;
+  }
+  for (const auto& [name, value] : settings.fixed_values) {
+    if (names.count(name)) filtered.fixed_values[name] = value;
+  }
+  return filtered;
+}
+
+// Every settings name must apply to some kernel the search can build: it is checked against the
+// sum of one copy of each base kernel (names like "SE.lengthscale") and against the sum of
+// max_depth copies ("SE#2.lengthscale").
+absl::Status ValidateSettingsNames(const HyperparameterSettings& settings,
+                                   const std::vector<KernelExpr>& base_kernels, int max_depth) {
+  std::vector<KernelExpr> once = base_kernels;
+  std::vector<KernelExpr> repeated;
+  for (int copy = 0; copy < std::max(2, max_depth); ++copy) {
+    repeated.insert(repeated.end(), base_kernels.begin(), base_kernels.end());
+  }
+  const KernelExpr probe_once = KernelExpr::Sum(once);
+  const KernelExpr probe_repeated = KernelExpr::Sum(repeated);
+  auto check = [&](const HyperparameterSettings& single) -> absl::Status {
+    if (DescribeHyperparameters(probe_once, single).ok()) return absl::OkStatus();
+    absl::Status status = DescribeHyperparameters(probe_repeated, single).status();
+    if (status.ok()) return status;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hyperparameters: a setting names no parameter of any kernel this search can build (",
+        status.message(), ")"));
+  };
+  for (const auto& [name, prior] : settings.prior_overrides) {
+    HyperparameterSettings single;
+    single.prior_overrides[name] = prior;
+    if (absl::Status s = check(single); !s.ok()) return s;
+  }
+  for (const auto& [name, value] : settings.fixed_values) {
+    HyperparameterSettings single;
+    single.fixed_values[name] = value;
+    if (absl::Status s = check(single); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatDouble(double value) { return absl::StrFormat("%.17g", value); }
+
+// Everything besides the kernel and metric that determines a default-scorer result.
+std::string Fingerprint(const Dataset& data, const SearchOptions& options, bool custom_scorer) {
+  uint64_t hash = Fnv1a(data.x.data(), sizeof(double) * data.x.size());
+  hash = Fnv1a(data.y.data(), sizeof(double) * data.y.size(), hash);
+  const ScoreOptions& s = options.score;
+  std::string text = absl::StrCat(
+      "n=", data.num_points(), ";d=", data.num_dims(), ";data=", hash,
+      ";standardize=", s.standardize, ";restarts=", s.fit.restarts, ";seed=", s.fit.seed,
+      ";iters=", s.fit.max_iterations, ";gtol=", FormatDouble(s.fit.gradient_tolerance),
+      ";rtol=", FormatDouble(s.fit.relative_tolerance), ";bounds=", FormatDouble(s.fit.raw_lower_bound), ",",
+      FormatDouble(s.fit.raw_upper_bound),
+      ";warm=", options.warm_start, ";custom=", custom_scorer, ";r=");
+  for (double r : s.laplace_r) absl::StrAppend(&text, FormatDouble(r), ",");
+  for (const auto& [name, prior] : s.hyperparameters.prior_overrides) {
+    absl::StrAppend(&text, ";prior:", name, "=", FormatDouble(prior.mean), ",",
+                    FormatDouble(prior.sd));
+  }
+  for (const auto& [name, value] : s.hyperparameters.fixed_values) {
+    absl::StrAppend(&text, ";fixed:", name, "=", FormatDouble(value));
+  }
+  return text;
+}
+
+// Ranking of successful candidates: higher score, then fewer base kernels (the simpler kernel
+// wins a tie), then canonical order, so that the choice never depends on candidate order.
+bool RanksBefore(double score_a, const KernelExpr& a, double score_b, const KernelExpr& b) {
+  if (score_a != score_b) return score_a > score_b;
+  const int size_a = NumBaseKernels(a);
+  const int size_b = NumBaseKernels(b);
+  if (size_a != size_b) return size_a < size_b;
+  return a < b;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
+                                          const std::vector<KernelExpr>& base_kernels,
+                                          int max_base_kernels) {
+  std::vector<KernelExpansion> all;
+  CollectRewrites(kernel, base_kernels, &all);
+  std::vector<KernelExpansion> unique;
+  std::set<KernelExpr> seen = {kernel};
+  for (KernelExpansion& expansion : all) {
+    if (NumBaseKernels(expansion.kernel) > max_base_kernels) continue;
+    if (!seen.insert(expansion.kernel).second) continue;
+    unique.push_back(std::move(expansion));
+  }
+  return unique;
+}
+
+std::vector<KernelExpr> DefaultBaseKernels() {
+  return {KernelExpr::Base(BaseKernel::kSE), KernelExpr::Base(BaseKernel::kLIN),
+          KernelExpr::Base(BaseKernel::kMAT32)};
+}
+
+absl::StatusOr<std::vector<KernelExpr>> ParseBaseKernelList(std::string_view list) {
+  std::vector<KernelExpr> bases;
+  for (absl::string_view entry : absl::StrSplit(ToAbsl(list), ',')) {
+    const absl::string_view name = absl::StripAsciiWhitespace(entry);
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base kernels: empty entry in '", ToAbsl(list), "'"));
+    }
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(std::string_view(name.data(), name.size()));
+    if (!kernel.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base kernels: '", name, "': ", kernel.status().message()));
+    }
+    if (!kernel->is_base()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base kernels: '", name, "' is not a single base kernel"));
+    }
+    if (std::find(bases.begin(), bases.end(), *kernel) != bases.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base kernels: '", name, "' is listed twice"));
+    }
+    bases.push_back(*std::move(kernel));
+  }
+  return bases;
+}
+
+uint64_t CandidateSeed(uint64_t search_seed, std::string_view canonical_kernel_text) {
+  const uint64_t text_hash = Fnv1a(canonical_kernel_text.data(), canonical_kernel_text.size());
+  return SplitMix64(SplitMix64(search_seed) ^ text_hash);
+}
+
+absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& child,
+                                                    const HyperparameterSettings& settings,
+                                                    const std::vector<std::string>& parent_names,
+                                                    const Eigen::VectorXd& parent_raw) {
+  if (static_cast<Eigen::Index>(parent_names.size()) != parent_raw.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("warm start: ", parent_names.size(),
+                                                   " parent names but ", parent_raw.size(),
+                                                   " parent values"));
+  }
+  absl::StatusOr<std::vector<HyperparameterInfo>> infos =
+      DescribeHyperparameters(child, SettingsForKernel(child, settings));
+  if (!infos.ok()) return infos.status();
+  std::map<std::string, double> parent_values;
+  for (size_t i = 0; i < parent_names.size(); ++i) parent_values[parent_names[i]] = parent_raw[i];
+  std::vector<double> start;
+  for (const HyperparameterInfo& info : *infos) {
+    if (info.fixed) continue;
+    auto it = parent_values.find(info.name);
+    start.push_back(it != parent_values.end() ? it->second : info.prior.mean);
+  }
+  return Eigen::Map<Eigen::VectorXd>(start.data(), static_cast<Eigen::Index>(start.size()));
+}
+
+absl::StatusOr<CandidateScore> CandidateScoreFromKernelScore(const KernelScore& score,
+                                                             Metric metric) {
+  const std::string name(MetricName(metric));
+  auto value = score.metrics.find(name);
+  if (value == score.metrics.end()) {
+    auto undefined = score.undefined_metrics.find(name);
+    if (undefined != score.undefined_metrics.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, " undefined: ", undefined->second));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(name, " was not computed"));
+  }
+  CandidateScore candidate;
+  candidate.value = value->second;
+  candidate.details = score;
+  const std::optional<FitResult>& fit = NeedsMllFit(metric) ? score.mll_fit : score.map_fit;
+  if (fit.has_value() &&
+      fit->raw.size() == static_cast<Eigen::Index>(score.parameter_names.size())) {
+    candidate.parameter_names = score.parameter_names;
+    candidate.raw_optimum = fit->raw;
+  }
+  return candidate;
+}
+
+CandidateScorer MakeMetricScorer(Metric metric, const ScoreOptions& score_options) {
+  return [metric, score_options](const Dataset& data, const KernelExpr& kernel,
+                                 const CandidateRequest& request)
+             -> absl::StatusOr<CandidateScore> {
+    ScoreOptions options = score_options;
+    options.fit.seed = request.seed;
+    options.fit.warm_start = request.warm_start;
+    options.hyperparameters = SettingsForKernel(kernel, score_options.hyperparameters);
+    // An empty list means "all paper metrics" to ScoreKernel; here it means "just the one".
+    if (std::find(options.metrics.begin(), options.metrics.end(), metric) ==
+        options.metrics.end()) {
+      options.metrics.push_back(metric);
+    }
+    options.compute_laplace_covariance = false;
+    absl::StatusOr<KernelScore> score = ScoreKernel(data, kernel, options, request.cancellation);
+    if (!score.ok()) return score.status();
+    return CandidateScoreFromKernelScore(*score, metric);
+  };
+}
+
+CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
+                                   const NestedSamplingOptions& sampling) {
+  return [score_options, sampling](const Dataset& data, const KernelExpr& kernel,
+                                   const CandidateRequest& request)
+             -> absl::StatusOr<CandidateScore> {
+    if (absl::Status s = ValidateDataset(data); !s.ok()) return s;
+    absl::StatusOr<Standardization> standardization =
+        ComputeStandardization(data.y, score_options.standardize);
+    if (!standardization.ok()) return standardization.status();
+    const HyperparameterSettings settings =
+        SettingsForKernel(kernel, score_options.hyperparameters);
+    absl::StatusOr<GpModel> model = GpModel::Create(
+        kernel, data.x, ApplyStandardization(*standardization, data.y), settings);
+    if (!model.ok()) return model.status();
+    // Points where the covariance is not positive definite have zero likelihood.
+    const LogLikelihoodFn log_likelihood = [&model](const Eigen::VectorXd& raw) {
+      absl::StatusOr<double> value = model->LogLikelihood(raw);
+      return value.ok() ? *value : -std::numeric_limits<double>::infinity();
+    };
+    NestedSamplingOptions options = sampling;
+    options.seed = request.seed;
+    absl::StatusOr<NestedSamplingResult> evidence =
+        RunNestedSampling(log_likelihood, model->prior_mean(), model->prior_sd(), options,
+                          request.cancellation);
+    if (!evidence.ok()) return evidence.status();
+    CandidateScore score;
+    score.value = evidence->log_evidence;
+    score.uncertainty = evidence->log_evidence_error;
+    KernelScore& details = score.details;
+    details.kernel = ToString(kernel);
+    details.num_points = data.num_points();
+    details.num_hyperparameters = model->num_free();
+    details.standardized = standardization->applied;
+    details.standardization = *standardization;
+    details.parameter_names = model->free_names();
+    details.metrics["evidence"] = evidence->log_evidence;
+    details.seconds = evidence->seconds;
+    return score;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// ScoreCache
+
+size_t ScoreCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t count = 0;
+  for (const auto& [text, entries] : entries_) count += entries.size();
+  return count;
+}
+
+void ScoreCache::Clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
+  fingerprint_.clear();
+}
+
+absl::Status ScoreCache::Bind(const std::string& fingerprint) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fingerprint_.empty()) {
+    fingerprint_ = fingerprint;
+    return absl::OkStatus();
+  }
+  if (fingerprint_ != fingerprint) {
+    return absl::InvalidArgumentError(
+        "score cache: it holds scores for other data, score options or seed; use a new cache");
+  }
+  return absl::OkStatus();
+}
+
+std::optional<ScoreCache::Entry> ScoreCache::Find(const std::string& kernel_text,
+                                                  const std::string& label,
+                                                  std::optional<Metric> core_metric) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(kernel_text);
+  if (it == entries_.end()) return std::nullopt;
+  for (const Entry& entry : it->second) {
+    if (entry.label == label) return entry;
+  }
+  if (!core_metric.has_value()) return std::nullopt;
+  const std::string name(MetricName(*core_metric));
+  for (const Entry& entry : it->second) {
+    if (!entry.core_scorer || !entry.score.ok()) continue;
+    const KernelScore& details = entry.score->details;
+    if (!details.metrics.count(name) && !details.undefined_metrics.count(name)) continue;
+    Entry derived;
+    derived.label = label;
+    derived.core_scorer = true;
+    derived.score = CandidateScoreFromKernelScore(details, *core_metric);
+    derived.warm_start = entry.warm_start;
+    return derived;
+  }
+  return std::nullopt;
+}
+
+void ScoreCache::Store(const std::string& kernel_text, Entry entry) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Entry>& entries = entries_[kernel_text];
+  for (Entry& existing : entries) {
+    if (existing.label == entry.label) {
+      existing = std::move(entry);
+      return;
+    }
+  }
+  entries.push_back(std::move(entry));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and result
+
+absl::Status SearchOptions::Validate() const {
+  for (const KernelExpr& base : base_kernels) {
+    if (!base.is_base()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base_kernels: '", ToString(base), "' is not a single base kernel"));
+    }
+    if (std::count(base_kernels.begin(), base_kernels.end(), base) > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base_kernels: '", ToString(base), "' is listed twice"));
+    }
+  }
+  if (max_depth < 1 || max_depth > kMaxDepthLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_depth: must be in 1..", kMaxDepthLimit,
+                                                   ", got ", max_depth));
+  }
+  if (beam_width < 1 || beam_width > kMaxBeamWidth) {
+    return absl::InvalidArgumentError(absl::StrCat("beam_width: must be in 1..", kMaxBeamWidth,
+                                                   ", got ", beam_width));
+  }
+  if (threads < 0 || threads > kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads: must be in 0..", kMaxThreads, " (0 = one per hardware thread), got ", threads));
+  }
+  if (scorer) {
+    if (metric.empty()) {
+      return absl::InvalidArgumentError("metric: a custom scorer needs a label");
+    }
+  } else {
+    if (absl::AsciiStrToLower(metric) == "evidence") {
+      return absl::InvalidArgumentError(
+          "metric: 'evidence' needs a nested-sampling scorer (SearchOptions::scorer)");
+    }
+    absl::StatusOr<Metric> parsed = ParseMetric(metric);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("metric: ", parsed.status().message()));
+    }
+  }
+  if (score.fit.warm_start.has_value()) {
+    return absl::InvalidArgumentError(
+        "score.fit.warm_start: set per candidate by the search; use SearchOptions::warm_start");
+  }
+  return score.Validate();
+}
+
+std::string SearchResult::Summary() const {
+  std::string out = absl::StrFormat(
+      "Compositional kernel search: metric %s, at most %d base kernels, beam %d, %d thread%s\n",
+      metric, max_depth, beam_width, threads, threads == 1 ? "" : "s");
+  absl::StrAppendFormat(&out, "best kernel: %s   %s = %.4f", ToString(best_kernel), metric,
+                        best_score);
+  if (best_uncertainty > 0) absl::StrAppendFormat(&out, " +- %.4f", best_uncertainty);
+  out += "\n";
+  for (const SearchStep& step : steps) {
+    absl::StrAppendFormat(&out, "step %d", step.depth);
+    if (!step.expanded.empty()) {
+      absl::StrAppend(&out, " (expanding ", absl::StrJoin(step.expanded, ", "), ")");
+    }
+    absl::StrAppendFormat(&out, ": %d candidates, %.2f s%s\n", step.candidates.size(),
+                          step.seconds, step.improved ? "" : ", no improvement");
+    std::vector<const CandidateRecord*> ordered;
+    for (const CandidateRecord& record : step.candidates) ordered.push_back(&record);
+    // Best first; failures last.
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const CandidateRecord* a, const CandidateRecord* b) {
+                       if (a->ok != b->ok) return a->ok;
+                       return a->ok && a->score > b->score;
+                     });
+    for (const CandidateRecord* record : ordered) {
+      absl::StrAppendFormat(&out, "  %s %-28s ", record->chosen ? "*" : " ", record->kernel);
+      if (record->ok) {
+        absl::StrAppendFormat(&out, "%12.4f", record->score);
+      } else {
+        absl::StrAppend(&out, "      failed: ", record->error);
+      }
+      if (record->from_cache) out += "  (cached)";
+      out += "\n";
+    }
+  }
+  absl::StrAppendFormat(&out, "stopped: %s\n", stop_reason);
+  absl::StrAppendFormat(&out, "%d candidates fitted, %d from cache, %d failed, %.2f s\n",
+                        candidates_scored, cache_hits, failures, seconds);
+  out += best.Summary();
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The search loop.
+
+class KernelSearchRun {
+ public:
+  KernelSearchRun(const Dataset& data, const SearchOptions& options,
+                  const ProgressCallback& progress, ScoreCache* cache)
+      : data_(data), options_(options), progress_(progress), cache_(cache) {}
+
+  absl::StatusOr<SearchResult> Run();
+
+ private:
+  // One candidate of the current step.
+  struct Slot {
+    KernelExpr kernel;
+    CandidateRecord record;
+    std::optional<Eigen::VectorXd> warm_start;
+    absl::StatusOr<CandidateScore> result = absl::UnknownError("not scored");
+  };
+
+  absl::Status Prepare();
+  // Scores every slot (cache or pool); returns the callback's status when cancelled.
+  absl::Status ScoreStep(int depth, std::vector<Slot>& slots);
+  absl::Status ReportCandidate(int depth, const Slot& slot, int done, int total);
+  bool Cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+  const Dataset& data_;
+  const SearchOptions& options_;
+  const ProgressCallback& progress_;
+  ScoreCache* cache_;
+
+  std::vector<KernelExpr> base_kernels_;
+  std::optional<Metric> core_metric_;
+  CandidateScorer scorer_;
+  std::unique_ptr<ThreadPool> pool_;
+  int threads_ = 1;
+  std::atomic<bool> cancelled_{false};
+  absl::Status cancel_status_;
+  // Best so far while a step runs, only for progress messages.
+  std::optional<std::pair<double, std::string>> best_for_progress_;
+  // Scores of the kernels in the beam (their children's warm starts come from them).
+  std::map<std::string, CandidateScore> beam_scores_;
+};
+
+absl::Status KernelSearchRun::Prepare() {
+  if (absl::Status s = options_.Validate(); !s.ok()) return s;
+  if (absl::Status s = ValidateDataset(data_); !s.ok()) return s;
+  base_kernels_ = options_.base_kernels.empty() ? DefaultBaseKernels() : options_.base_kernels;
+  for (const KernelExpr& base : base_kernels_) {
+    if (base.active_dim >= data_.num_dims()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "base_kernels: '", ToString(base), "' reads input column ", base.active_dim,
+          " but the data have ", data_.num_dims(), " column(s)"));
+    }
+  }
+  if (absl::StatusOr<Standardization> s =
+          ComputeStandardization(data_.y, options_.score.standardize);
+      !s.ok()) {
+    return s.status();
+  }
+  if (absl::Status s = ValidateSettingsNames(options_.score.hyperparameters, base_kernels_,
+                                             options_.max_depth);
+      !s.ok()) {
+    return s;
+  }
+  if (options_.scorer) {
+    scorer_ = options_.scorer;
+  } else {
+    core_metric_ = *ParseMetric(options_.metric);
+    scorer_ = MakeMetricScorer(*core_metric_, options_.score);
+  }
+  if (cache_ != nullptr) {
+    if (absl::Status s = cache_->Bind(Fingerprint(data_, options_, options_.scorer != nullptr));
+        !s.ok()) {
+      return s;
+    }
+  }
+  threads_ = options_.threads;
+  if (threads_ == 0) threads_ = std::max(1u, std::thread::hardware_concurrency());
+  pool_ = std::make_unique<ThreadPool>(threads_);
+  return absl::OkStatus();
+}
+
+absl::Status KernelSearchRun::ReportCandidate(int depth, const Slot& slot, int done, int total) {
+  const CandidateRecord& record = slot.record;
+  if (record.ok && (!best_for_progress_ || record.score > best_for_progress_->first)) {
+    best_for_progress_ = {record.score, record.kernel};
+  }
+  if (!progress_ || Cancelled()) return absl::OkStatus();
+  Progress progress;
+  progress.stage = "search";
+  progress.fraction = std::min(
+      1.0, (depth - 1 + static_cast<double>(done) / std::max(total, 1)) / options_.max_depth);
+  const std::string label = core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  progress.message = absl::StrFormat("step %d/%d, candidate %d/%d: %s ", depth,
+                                     options_.max_depth, done, total, record.kernel);
+  if (record.ok) {
+    absl::StrAppendFormat(&progress.message, "%s=%.4f", label, record.score);
+  } else {
+    absl::StrAppend(&progress.message, "failed");
+  }
+  if (best_for_progress_) {
+    absl::StrAppendFormat(&progress.message, " | best %s %.4f", best_for_progress_->second,
+                          best_for_progress_->first);
+  }
+  return progress_(progress);
+}
+
+absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
+  const std::string label = core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  const int total = static_cast<int>(slots.size());
+  int done = 0;
+  auto cancel = [this](const absl::Status& status) {
+    if (!Cancelled()) {
+      cancel_status_ = status;
+      cancelled_.store(true);
+    }
+  };
+
+  // Cache hits first (reported at once), then the rest on the pool.
+  std::vector<int> to_score;
+  for (int i = 0; i < total; ++i) {
+    Slot& slot = slots[i];
+    std::optional<ScoreCache::Entry> hit = cache_->Find(slot.record.kernel, label, core_metric_);
+    if (!hit.has_value()) {
+      to_score.push_back(i);
+      continue;
+    }
+    slot.result = hit->score;
+    slot.record.from_cache = true;
+    slot.record.warm_started = hit->warm_start.has_value();
+    slot.warm_start = hit->warm_start;
+    ++done;
+    if (slot.result.ok()) {
+      slot.record.ok = true;
+      slot.record.score = slot.result->value;
+      slot.record.uncertainty = slot.result->uncertainty;
+    } else {
+      slot.record.error = std::string(slot.result.status().message());
+    }
+    if (absl::Status s = ReportCandidate(depth, slot, done, total); !s.ok()) cancel(s);
+  }
+  if (Cancelled()) return cancel_status_;
+
+  // Workers put the index of each finished slot here; this thread reports and records them.
+  std::mutex finished_mutex;
+  std::condition_variable finished_changed;
+  std::deque<int> finished;
+  const ProgressCallback cancellation = [this](const Progress&) -> absl::Status {
+    if (Cancelled()) return absl::CancelledError("kernel search cancelled");
+    return absl::OkStatus();
+  };
+  for (int index : to_score) {
+    pool_->Schedule([&, index] {
+      Slot& slot = slots[index];
+      if (Cancelled()) {
+        // Never started: pending candidates are dropped once the search is cancelled.
+        slot.result = absl::CancelledError("kernel search cancelled");
+      } else {
+        CandidateRequest request;
+        request.seed = slot.record.seed;
+        request.warm_start = slot.warm_start;
+        request.cancellation = cancellation;
+        const auto start = std::chrono::steady_clock::now();
+        slot.result = scorer_(data_, slot.kernel, request);
+        slot.record.seconds = SecondsSince(start);
+        if (slot.result.ok() && !std::isfinite(slot.result->value)) {
+          slot.result = absl::FailedPreconditionError(
+              absl::StrCat(label, " is not finite (", slot.result->value, ")"));
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(finished_mutex);
+        finished.push_back(index);
+      }
+      finished_changed.notify_one();
+    });
+  }
+  for (size_t received = 0; received < to_score.size(); ++received) {
+    int index;
+    {
+      std::unique_lock<std::mutex> lock(finished_mutex);
+      finished_changed.wait(lock, [&] { return !finished.empty(); });
+      index = finished.front();
+      finished.pop_front();
+    }
+    Slot& slot = slots[index];
+    ++done;
+    if (slot.result.ok()) {
+      slot.record.ok = true;
+      slot.record.score = slot.result->value;
+      slot.record.uncertainty = slot.result->uncertainty;
+    } else {
+      slot.record.error = std::string(slot.result.status().message());
+    }
+    if (Cancelled()) continue;
+    if (absl::Status s = ReportCandidate(depth, slot, done, total); !s.ok()) cancel(s);
+  }
+  if (Cancelled()) return cancel_status_;
+  // Results are stored only for a complete step, in slot order.
+  for (int index : to_score) {
+    Slot& slot = slots[index];
+    ScoreCache::Entry entry;
+    entry.label = label;
+    entry.core_scorer = !options_.scorer;
+    entry.score = slot.result;
+    entry.warm_start = slot.warm_start;
+    cache_->Store(slot.record.kernel, std::move(entry));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SearchResult> KernelSearchRun::Run() {
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status s = Prepare(); !s.ok()) return s;
+  ScoreCache local_cache;
+  if (cache_ == nullptr) cache_ = &local_cache;
+
+  SearchResult result;
+  result.metric = core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  result.max_depth = options_.max_depth;
+  result.beam_width = options_.beam_width;
+  result.threads = threads_;
+  const uint64_t search_seed = options_.score.fit.seed;
+
+  std::vector<KernelExpr> beam;
+  std::optional<Slot> best;
+  for (int depth = 1; depth <= options_.max_depth; ++depth) {
+    const auto step_start = std::chrono::steady_clock::now();
+    SearchStep step;
+    step.depth = depth;
+    std::vector<Slot> slots;
+    std::set<KernelExpr> in_step;
+    auto add_candidate = [&](KernelExpr kernel, const std::string& parent,
+                             std::string derivation) {
+      if (!in_step.insert(kernel).second) return;
+      Slot slot;
+      slot.record.kernel = ToString(kernel);
+      slot.record.parent = parent;
+      slot.record.derivation = std::move(derivation);
+      slot.record.num_base_kernels = NumBaseKernels(kernel);
+      slot.record.seed = CandidateSeed(search_seed, slot.record.kernel);
+      slot.kernel = std::move(kernel);
+      if (options_.warm_start && !parent.empty()) {
+        auto parent_score = beam_scores_.find(parent);
+        if (parent_score != beam_scores_.end() &&
+            !parent_score->second.parameter_names.empty()) {
+          absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
+              slot.kernel, options_.score.hyperparameters, parent_score->second.parameter_names,
+              parent_score->second.raw_optimum);
+          if (warm.ok()) {
+            slot.warm_start = *std::move(warm);
+            slot.record.warm_started = true;
+          }
+        }
+      }
+      slots.push_back(std::move(slot));
+    };
+    if (depth == 1) {
+      for (const KernelExpr& base : base_kernels_) add_candidate(base, "", "base");
+    } else {
+      for (const KernelExpr& parent : beam) {
+        const std::string parent_text = ToString(parent);
+        step.expanded.push_back(parent_text);
+        for (KernelExpansion& expansion :
+             ExpandKernel(parent, base_kernels_, options_.max_depth)) {
+          // A kernel already in the beam is not its own competitor.
+          if (std::find(beam.begin(), beam.end(), expansion.kernel) != beam.end()) continue;
+          add_candidate(std::move(expansion.kernel), parent_text,
+                        std::move(expansion.derivation));
+        }
+      }
+    }
+    if (slots.empty()) {
+      result.stop_reason = absl::StrCat("no candidates within the depth limit at step ", depth);
+      break;
+    }
+
+    if (absl::Status s = ScoreStep(depth, slots); !s.ok()) return s;
+
+    std::vector<int> ranked;
+    for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
+      const CandidateRecord& record = slots[i].record;
+      if (record.from_cache) {
+        ++result.cache_hits;
+      } else {
+        ++result.candidates_scored;
+      }
+      if (record.ok) {
+        ranked.push_back(i);
+      } else {
+        ++result.failures;
+      }
+    }
+    std::sort(ranked.begin(), ranked.end(), [&](int a, int b) {
+      return RanksBefore(slots[a].record.score, slots[a].kernel, slots[b].record.score,
+                         slots[b].kernel);
+    });
+    step.seconds = SecondsSince(step_start);
+    if (ranked.empty()) {
+      for (Slot& slot : slots) step.candidates.push_back(std::move(slot.record));
+      result.steps.push_back(std::move(step));
+      if (depth == 1) {
+        std::string reasons;
+        for (const CandidateRecord& record : result.steps.back().candidates) {
+          absl::StrAppend(&reasons, reasons.empty() ? "" : "; ", record.kernel, ": ",
+                          record.error);
+        }
+        return absl::FailedPreconditionError(
+            absl::StrCat("kernel search: no base kernel could be scored (", reasons, ")"));
+      }
+      result.stop_reason = absl::StrCat("every candidate of step ", depth, " failed");
+      break;
+    }
+    const Slot& step_best = slots[ranked.front()];
+    step.best_score = step_best.record.score;
+    step.improved = !best.has_value() || step_best.record.score > best->record.score;
+    if (step.improved) {
+      best = step_best;
+      beam.clear();
+      beam_scores_.clear();
+      for (size_t r = 0; r < ranked.size() && static_cast<int>(r) < options_.beam_width; ++r) {
+        Slot& chosen = slots[ranked[r]];
+        chosen.record.chosen = true;
+        beam.push_back(chosen.kernel);
+        step.chosen.push_back(chosen.record.kernel);
+        beam_scores_.emplace(chosen.record.kernel, *chosen.result);
+      }
+    }
+    for (Slot& slot : slots) step.candidates.push_back(std::move(slot.record));
+    result.steps.push_back(std::move(step));
+    if (!result.steps.back().improved) {
+      result.stop_reason = absl::StrFormat(
+          "no candidate of step %d beat %s (%s = %.4f)", depth, best->record.kernel,
+          result.metric, best->record.score);
+      break;
+    }
+    if (depth == options_.max_depth) {
+      result.stop_reason = absl::StrCat("depth limit reached (", options_.max_depth,
+                                        " base kernels)");
+    }
+  }
+
+  // The best kernel with every metric, fitted exactly as in the search (same seed and warm
+  // start, hence the same optima).
+  result.best_kernel = best->kernel;
+  result.best_score = best->record.score;
+  result.best_uncertainty = best->record.uncertainty;
+  ScoreOptions final_options = options_.score;
+  final_options.fit.seed = best->record.seed;
+  final_options.fit.warm_start = best->warm_start;
+  final_options.hyperparameters =
+      SettingsForKernel(best->kernel, options_.score.hyperparameters);
+  std::vector<Metric> metrics = PaperMetrics();
+  for (Metric metric : options_.score.metrics) {
+    if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) {
+      metrics.push_back(metric);
+    }
+  }
+  if (core_metric_ &&
+      std::find(metrics.begin(), metrics.end(), *core_metric_) == metrics.end()) {
+    metrics.push_back(*core_metric_);
+  }
+  final_options.metrics = metrics;
+  const ProgressCallback final_progress = [this](const Progress&) -> absl::Status {
+    Progress progress;
+    progress.stage = "search";
+    progress.fraction = 0.99;
+    progress.message = "re-scoring the best kernel with every metric";
+    return ReportProgress(progress_, progress);
+  };
+  absl::StatusOr<KernelScore> final_score =
+      ScoreKernel(data_, best->kernel, final_options, final_progress);
+  if (final_score.ok()) {
+    result.best = *std::move(final_score);
+  } else if (absl::IsInvalidArgument(final_score.status()) ||
+             absl::IsFailedPrecondition(final_score.status())) {
+    // Cannot happen with the default scorer (it just fitted this kernel); keep what we have.
+    result.best = best->result->details;
+  } else {
+    return final_score.status();
+  }
+  if (!core_metric_) result.best.metrics[options_.metric] = result.best_score;
+
+  result.seconds = SecondsSince(start);
+  if (progress_) {
+    Progress progress;
+    progress.stage = "search";
+    progress.fraction = 1.0;
+    progress.message = absl::StrFormat("done: %s %s = %.4f", ToString(result.best_kernel),
+                                       result.metric, result.best_score);
+    // The search is complete; a late cancellation changes nothing any more.
+    progress_(progress).IgnoreError();
+  }
+  return result;
+}
+
+absl::StatusOr<SearchResult> RunKernelSearch(const Dataset& data, const SearchOptions& options,
+                                             const ProgressCallback& progress,
+                                             ScoreCache* cache) {
+  KernelSearchRun run(data, options, progress, cache);
+  return run.Run();
+}
+
+}  // namespace gpsel

@@ -1,0 +1,516 @@
+// Compositional kernel search: candidate generation against hand-written sets, the depth limit,
+// option validation, search control with fake scorers (stopping, beam, failures, cancellation,
+// warm starts), and real searches on GP samples (recognition, thread-count independence, the
+// shared score cache).
+#include "core/search.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_join.h"
+#include "core/dataset.h"
+#include "core/gp_model.h"
+#include "core/hyperparameters.h"
+#include "core/kernel_expr.h"
+#include "core/score.h"
+
+namespace gpsel {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
+
+KernelExpr Kernel(std::string_view text) {
+  absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
+std::vector<KernelExpr> Bases(std::string_view list) {
+  absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(list);
+  EXPECT_TRUE(bases.ok()) << bases.status();
+  return *bases;
+}
+
+// Canonical texts of the expansions.
+std::vector<std::string> ExpansionTexts(std::string_view kernel, std::string_view bases,
+                                        int max_base_kernels) {
+  std::vector<std::string> texts;
+  for (const KernelExpansion& e : ExpandKernel(Kernel(kernel), Bases(bases), max_base_kernels)) {
+    texts.push_back(ToString(e.kernel));
+  }
+  return texts;
+}
+
+// Canonical texts of hand-written expressions (so the test does not depend on print order).
+std::vector<std::string> Canonical(const std::vector<std::string>& expressions) {
+  std::vector<std::string> texts;
+  for (const std::string& e : expressions) texts.push_back(ToString(Kernel(e)));
+  return texts;
+}
+
+// y ~ N(0, K + noise·I) on a regular 1-D grid x in [x_min, x_max], drawn with a fixed seed through an
+// Eigen Cholesky. `natural` gives kernel parameter values by name (others: softplus(0)).
+Dataset SampleGp(std::string_view kernel_text, int n, double x_min, double x_max,
+                 const std::map<std::string, double>& natural, double noise, uint64_t seed) {
+  Dataset data;
+  data.x.resize(n, 1);
+  for (int i = 0; i < n; ++i) data.x(i, 0) = x_min + (x_max - x_min) * i / std::max(1, n - 1);
+  data.y = Eigen::VectorXd::Zero(n);
+  absl::StatusOr<GpModel> model = GpModel::Create(Kernel(kernel_text), data.x, data.y);
+  EXPECT_TRUE(model.ok()) << model.status();
+  const std::vector<std::string> names = model->free_names();
+  Eigen::VectorXd raw = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(names.size()));
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = natural.find(names[i]);
+    if (it != natural.end()) raw[i] = InverseSoftplus(it->second);
+  }
+  Eigen::MatrixXd k = model->CrossCovariance(raw, data.x, data.x);
+  k.diagonal().array() += noise;
+  Eigen::LLT<Eigen::MatrixXd> cholesky(k);
+  EXPECT_EQ(cholesky.info(), Eigen::Success);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Eigen::VectorXd z(n);
+  for (int i = 0; i < n; ++i) z[i] = normal(rng);
+  data.y = cholesky.matrixL() * z;
+  return data;
+}
+
+std::vector<std::string> FinalBeamSizes(const SearchResult& result) {
+  std::vector<std::string> out;
+  for (const SearchStep& step : result.steps) out.push_back(absl::StrJoin(step.chosen, ","));
+  return out;
+}
+
+// A scorer that needs no fitting: value = f(kernel), recorded calls.
+CandidateScorer FakeScorer(std::function<double(const KernelExpr&)> value,
+                           std::atomic<int>* calls = nullptr) {
+  return [value, calls](const Dataset&, const KernelExpr& kernel,
+                        const CandidateRequest&) -> absl::StatusOr<CandidateScore> {
+    if (calls) ++*calls;
+    CandidateScore score;
+    score.value = value(kernel);
+    score.details.kernel = ToString(kernel);
+    return score;
+  };
+}
+
+Dataset SmallData() { return SampleGp("SE", 12, 0.0, 1.0, {}, 0.1, 7); }
+
+// ---------------------------------------------------------------------------------------------
+// Candidate generation
+
+TEST(SearchExpandTest, SingleBaseKernelGivesSumsProductsAndReplacements) {
+  EXPECT_THAT(ExpansionTexts("SE", "SE,LIN", 3),
+              UnorderedElementsAreArray(Canonical({"SE+SE", "SE*SE", "SE+LIN", "SE*LIN", "LIN"})));
+}
+
+TEST(SearchExpandTest, SumOfTwoExpandsEverySubexpression) {
+  // Whole kernel (+, *) x {SE, LIN}; inside LIN and inside SE (+, *) x {SE, LIN}; each leaf
+  // replaced by the other base kernel. Duplicates collapse canonically.
+  EXPECT_THAT(ExpansionTexts("LIN+SE", "SE,LIN", 3),
+              UnorderedElementsAreArray(Canonical({
+                  "LIN+SE+SE", "LIN+LIN+SE", "(LIN+SE)*SE", "(LIN+SE)*LIN",  // whole
+                  "LIN*SE+SE", "LIN*LIN+SE", "SE+SE",                        // inside LIN
+                  "SE*SE+LIN", "SE*LIN+LIN", "LIN+LIN",                      // inside SE
+              })));
+}
+
+TEST(SearchExpandTest, ProductWithThreeBases) {
+  EXPECT_THAT(ExpansionTexts("MAT32*SE", "SE,LIN,MAT32", 3),
+              UnorderedElementsAreArray(Canonical({
+                  "MAT32*SE+SE", "MAT32*SE*SE", "MAT32*SE+LIN", "MAT32*SE*LIN", "MAT32*SE+MAT32",
+                  "MAT32*MAT32*SE",
+                  "(MAT32+SE)*SE", "(MAT32+LIN)*SE", "(MAT32+MAT32)*SE", "SE*SE", "LIN*SE",
+                  "MAT32*(SE+SE)", "MAT32*(SE+LIN)", "MAT32*(SE+MAT32)", "MAT32*LIN",
+                  "MAT32*MAT32",
+              })));
+}
+
+TEST(SearchExpandTest, DepthLimitDropsLargerKernels) {
+  EXPECT_THAT(ExpansionTexts("LIN+SE", "SE,LIN", 2),
+              UnorderedElementsAreArray(Canonical({"SE+SE", "LIN+LIN"})));
+  EXPECT_THAT(ExpansionTexts("SE", "SE,LIN", 1), ElementsAre("LIN"));
+  for (const KernelExpansion& e : ExpandKernel(Kernel("LIN*SE+MAT32"), DefaultBaseKernels(), 4)) {
+    EXPECT_LE(NumBaseKernels(e.kernel), 4) << ToString(e.kernel);
+  }
+}
+
+TEST(SearchExpandTest, GroupsOfOperandsAreSubexpressions) {
+  // (LIN+MAT32) is a subexpression of LIN+MAT32+SE up to associativity.
+  const std::vector<std::string> texts = ExpansionTexts("LIN+MAT32+SE", "SE", 4);
+  EXPECT_THAT(texts, ::testing::Contains(ToString(Kernel("(LIN+MAT32)*SE+SE"))));
+  EXPECT_THAT(texts, ::testing::Contains(ToString(Kernel("(LIN+SE)*SE+MAT32"))));
+}
+
+TEST(SearchExpandTest, CanonicalAndUniqueAndWithoutTheParent) {
+  const KernelExpr parent = Kernel("LIN*SE+MAT32");
+  std::set<std::string> seen;
+  for (const KernelExpansion& e : ExpandKernel(parent, DefaultBaseKernels(), 3)) {
+    const std::string text = ToString(e.kernel);
+    EXPECT_TRUE(seen.insert(text).second) << "duplicate " << text;
+    EXPECT_NE(e.kernel, parent);
+    EXPECT_EQ(ToString(Kernel(text)), text) << "not canonical";
+    EXPECT_FALSE(e.derivation.empty());
+  }
+  EXPECT_FALSE(seen.empty());
+}
+
+TEST(SearchExpandTest, ParseBaseKernelList) {
+  EXPECT_THAT(Bases("SE, lin,MAT32,PER"),
+              ElementsAre(Kernel("SE"), Kernel("LIN"), Kernel("MAT32"), Kernel("PER")));
+  EXPECT_EQ(ParseBaseKernelList("SE+LIN").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBaseKernelList("SE,SE").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBaseKernelList("SE,FOO").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBaseKernelList("SE,,LIN").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SearchExpandTest, CandidateSeedDependsOnSeedAndTextOnly) {
+  EXPECT_EQ(CandidateSeed(1, "LIN*SE"), CandidateSeed(1, "LIN*SE"));
+  EXPECT_NE(CandidateSeed(1, "LIN*SE"), CandidateSeed(2, "LIN*SE"));
+  EXPECT_NE(CandidateSeed(1, "LIN*SE"), CandidateSeed(1, "LIN+SE"));
+}
+
+TEST(SearchExpandTest, WarmStartMapsParentValuesByName) {
+  absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
+      Kernel("LIN*SE"), {}, {"SE.lengthscale", "noise"}, Eigen::Vector2d(0.25, -2.0));
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  ASSERT_EQ(warm->size(), 3);  // LIN.variance, SE.lengthscale, noise
+  EXPECT_DOUBLE_EQ((*warm)[0], DefaultPrior(BaseKernel::kLIN, 0).mean);
+  EXPECT_DOUBLE_EQ((*warm)[1], 0.25);
+  EXPECT_DOUBLE_EQ((*warm)[2], -2.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+TEST(SearchOptionsTest, BadOptionsAreInvalidArgument) {
+  const Dataset data = SmallData();
+  auto code = [&](const SearchOptions& options) {
+    return RunKernelSearch(data, options).status().code();
+  };
+  SearchOptions options;
+  options.metric = "likelihoodish";
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.metric = "evidence";  // needs a scorer
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.max_depth = 0;
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.beam_width = 0;
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.threads = -1;
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.base_kernels = {Kernel("SE+LIN")};
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.base_kernels = {Kernel("SE"), Kernel("SE")};
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.base_kernels = {Kernel("SE[3]")};  // the data have one column
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.score.fit.restarts = 0;
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.score.hyperparameters.prior_overrides["PER.period"] = {0.0, 1.0};  // no PER in bases
+  EXPECT_EQ(code(options), absl::StatusCode::kInvalidArgument);
+
+  Dataset constant = data;
+  constant.y.setConstant(1.0);
+  EXPECT_EQ(RunKernelSearch(constant, SearchOptions{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Dataset with_nan = data;
+  with_nan.y[3] = std::nan("");
+  EXPECT_EQ(RunKernelSearch(with_nan, SearchOptions{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Search control with fake scorers (fast: only the final re-scoring fits a GP).
+
+TEST(SearchControlTest, StopsWhenNothingBeatsTheBest) {
+  SearchOptions options;
+  options.metric = "fake";
+  options.score.fit.restarts = 1;
+  // Smaller is better except that LIN*SE is best of all: the search finds SE, then LIN*SE, then
+  // stops at step 3 because nothing beats LIN*SE.
+  options.scorer = FakeScorer([](const KernelExpr& k) {
+    if (ToString(k) == "LIN*SE") return 10.0;
+    return (ToString(k) == "SE" ? 5.0 : 0.0) - NumBaseKernels(k);
+  });
+  absl::StatusOr<SearchResult> result = RunKernelSearch(SmallData(), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(ToString(result->best_kernel), "LIN*SE");
+  EXPECT_EQ(result->best_score, 10.0);
+  ASSERT_EQ(result->steps.size(), 3u);
+  EXPECT_THAT(FinalBeamSizes(*result), ElementsAre("SE", "LIN*SE", ""));
+  EXPECT_TRUE(result->steps[1].improved);
+  EXPECT_FALSE(result->steps[2].improved);
+  EXPECT_THAT(result->stop_reason, HasSubstr("no candidate"));
+  EXPECT_EQ(result->best.metrics.at("fake"), 10.0);
+  EXPECT_TRUE(result->best.metrics.count("lap0"));  // re-scored with every metric
+  EXPECT_THAT(result->Summary(), HasSubstr("LIN*SE"));
+}
+
+TEST(SearchControlTest, GrowsToTheDepthLimitWhenBiggerIsAlwaysBetter) {
+  for (int depth : {1, 2, 4}) {
+    SearchOptions options;
+    options.metric = "size";
+    options.max_depth = depth;
+    options.score.fit.restarts = 1;
+    options.scorer = FakeScorer([](const KernelExpr& k) { return NumBaseKernels(k); });
+    absl::StatusOr<SearchResult> result = RunKernelSearch(SmallData(), options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(NumBaseKernels(result->best_kernel), depth);
+    EXPECT_EQ(static_cast<int>(result->steps.size()), depth);
+    for (const SearchStep& step : result->steps) {
+      for (const CandidateRecord& c : step.candidates) {
+        EXPECT_LE(c.num_base_kernels, depth) << c.kernel;
+      }
+    }
+    EXPECT_THAT(result->stop_reason, HasSubstr("depth limit"));
+  }
+}
+
+TEST(SearchControlTest, BeamKeepsTheBestK) {
+  SearchOptions options;
+  options.metric = "fake";
+  options.beam_width = 2;
+  options.score.fit.restarts = 1;
+  options.scorer = FakeScorer([](const KernelExpr& k) {
+    const std::string text = ToString(k);
+    if (text == "SE") return 3.0;
+    if (text == "LIN") return 2.0;
+    return 1.0 * NumBaseKernels(k) + (text == "LIN*LIN" ? 2.0 : 0.0);
+  });
+  absl::StatusOr<SearchResult> result = RunKernelSearch(SmallData(), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_GE(result->steps.size(), 2u);
+  EXPECT_THAT(result->steps[0].chosen, ElementsAre("SE", "LIN"));
+  EXPECT_THAT(result->steps[1].expanded, ElementsAre("SE", "LIN"));
+  // LIN*LIN is only reachable from LIN (the second beam member).
+  ASSERT_EQ(result->steps[1].chosen.size(), 2u);
+  EXPECT_EQ(result->steps[1].chosen.front(), "LIN*LIN");
+}
+
+TEST(SearchControlTest, FailuresAreRecordedAndNeverChosen) {
+  SearchOptions options;
+  options.metric = "fake";
+  options.score.fit.restarts = 1;
+  options.scorer = [](const Dataset&, const KernelExpr& k,
+                      const CandidateRequest&) -> absl::StatusOr<CandidateScore> {
+    const std::string text = ToString(k);
+    if (text.find("LIN") != std::string::npos) {
+      return absl::FailedPreconditionError("no linear kernels today");
+    }
+    CandidateScore score;
+    score.value = NumBaseKernels(k);
+    return score;
+  };
+  absl::StatusOr<SearchResult> result = RunKernelSearch(SmallData(), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GT(result->failures, 0);
+  for (const SearchStep& step : result->steps) {
+    for (const CandidateRecord& c : step.candidates) {
+      if (c.kernel.find("LIN") != std::string::npos) {
+        EXPECT_FALSE(c.ok);
+        EXPECT_FALSE(c.chosen);
+        EXPECT_THAT(c.error, HasSubstr("no linear kernels"));
+      }
+    }
+  }
+  EXPECT_EQ(ToString(result->best_kernel).find("LIN"), std::string::npos);
+
+  options.scorer = [](const Dataset&, const KernelExpr&,
+                      const CandidateRequest&) -> absl::StatusOr<CandidateScore> {
+    return absl::FailedPreconditionError("nothing works");
+  };
+  EXPECT_EQ(RunKernelSearch(SmallData(), options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SearchControlTest, CancellationStopsPromptlyAndStartsNothingMore) {
+  for (int threads : {1, 3}) {
+    std::atomic<int> calls{0};
+    SearchOptions options;
+    options.metric = "fake";
+    options.threads = threads;
+    options.score.fit.restarts = 1;
+    options.scorer = FakeScorer([](const KernelExpr& k) { return NumBaseKernels(k); }, &calls);
+    int reports = 0;
+    absl::StatusOr<SearchResult> result =
+        RunKernelSearch(SmallData(), options, [&](const Progress& p) {
+          EXPECT_EQ(p.stage, "search");
+          ++reports;
+          return reports == 4 ? absl::CancelledError("user pressed ^C") : absl::OkStatus();
+        });
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(result.status().message(), HasSubstr("^C"));
+    EXPECT_EQ(reports, 4) << "no progress after cancellation";
+    // Step 1 has 3 candidates, step 2 many more: at most the ones already running finish.
+    EXPECT_LE(calls.load(), 4 + threads);
+  }
+}
+
+TEST(SearchControlTest, CancellationStopsRunningFits) {
+  // A real fit in progress is interrupted through CandidateRequest::cancellation.
+  SearchOptions options;
+  options.score.fit.restarts = 50;
+  const Dataset data = SampleGp("SE", 60, 0.0, 5.0, {}, 0.05, 3);
+  std::atomic<bool> stop{false};
+  options.scorer = [&](const Dataset& d, const KernelExpr& k,
+                       const CandidateRequest& request) -> absl::StatusOr<CandidateScore> {
+    stop = true;  // cancel as soon as the first fit started
+    ScoreOptions score;
+    score.fit.restarts = 50;
+    score.metrics = {Metric::kLap0};
+    absl::StatusOr<KernelScore> s = ScoreKernel(d, k, score, request.cancellation);
+    if (!s.ok()) return s.status();
+    return CandidateScoreFromKernelScore(*s, Metric::kLap0);
+  };
+  options.metric = "lap0-with-50-restarts";
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<SearchResult> result = RunKernelSearch(data, options, [&](const Progress&) {
+    return stop ? absl::CancelledError("stop") : absl::OkStatus();
+  });
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+}
+
+TEST(SearchControlTest, WarmStartsComeFromTheParent) {
+  SearchOptions options;
+  options.metric = "fake";
+  options.warm_start = true;
+  options.score.fit.restarts = 1;
+  std::mutex mutex;
+  std::map<std::string, Eigen::VectorXd> warm_starts;
+  options.scorer = [&](const Dataset&, const KernelExpr& k,
+                       const CandidateRequest& request) -> absl::StatusOr<CandidateScore> {
+    CandidateScore score;
+    score.value = ToString(k) == "SE" ? 100.0 : NumBaseKernels(k);
+    // Every kernel's "optimum" is 0.5 for each parameter.
+    absl::StatusOr<std::vector<HyperparameterInfo>> infos = DescribeHyperparameters(k, {});
+    for (const HyperparameterInfo& info : *infos) score.parameter_names.push_back(info.name);
+    score.raw_optimum = Eigen::VectorXd::Constant(infos->size(), 0.5);
+    if (request.warm_start) {
+      std::lock_guard<std::mutex> lock(mutex);
+      warm_starts[ToString(k)] = *request.warm_start;
+    }
+    return score;
+  };
+  absl::StatusOr<SearchResult> result = RunKernelSearch(SmallData(), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(warm_starts.count("SE") == 0) << "step 1 has no parent";
+  ASSERT_TRUE(warm_starts.count("LIN*SE"));
+  // LIN.variance gets its prior mean; SE.lengthscale and noise come from the parent SE.
+  const Eigen::VectorXd& w = warm_starts.at("LIN*SE");
+  ASSERT_EQ(w.size(), 3);
+  EXPECT_DOUBLE_EQ(w[0], DefaultPrior(BaseKernel::kLIN, 0).mean);
+  EXPECT_DOUBLE_EQ(w[1], 0.5);
+  EXPECT_DOUBLE_EQ(w[2], 0.5);
+  // Cached kernels (LIN, MAT32 again by replacement) keep the fit they got in step 1.
+  for (const CandidateRecord& c : result->steps[1].candidates) {
+    EXPECT_EQ(c.warm_started, !c.from_cache) << c.kernel;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real searches
+
+// A smooth SE sample on x in [0, 5] (lengthscale 0.5, noise variance 0.01). Nested kernels such
+// as SE*MAT32 or SE+LIN can only add likelihood, so MLL keeps growing, while the Laplace metrics
+// and BIC charge for the extra hyperparameters.
+Dataset SmoothSeSample() {
+  return SampleGp("SE", 100, 0.0, 5.0, {{"SE.lengthscale", 0.5}}, 0.01, 1);
+}
+
+SearchResult Search(const Dataset& data, std::string_view metric, int threads,
+                    ScoreCache* cache = nullptr, int restarts = 3) {
+  SearchOptions options;
+  options.metric = std::string(metric);
+  options.threads = threads;
+  options.score.fit.restarts = restarts;
+  options.score.fit.seed = 11;
+  if (cache) options.score.metrics = PaperMetrics();
+  absl::StatusOr<SearchResult> result = RunKernelSearch(data, options, nullptr, cache);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : SearchResult{};
+}
+
+TEST(SearchRecognitionTest, LaplaceAndBicFindTheGeneratingKernelMllOverfits) {
+  const Dataset data = SmoothSeSample();
+  for (std::string_view metric : {"lap0", "lap_aic", "bic"}) {
+    const SearchResult result = Search(data, metric, 2);
+    EXPECT_EQ(ToString(result.best_kernel), "SE") << metric << "\n" << result.Summary();
+    ASSERT_EQ(result.steps.size(), 2u) << "step 2 must find nothing better";
+    EXPECT_EQ(result.best.metrics.at(std::string(metric)), result.best_score)
+        << "final re-scoring must reproduce the search's fit";
+  }
+  const SearchResult mll = Search(data, "mll", 2);
+  EXPECT_EQ(NumBaseKernels(mll.best_kernel), 3) << mll.Summary();
+  EXPECT_THAT(mll.stop_reason, HasSubstr("depth limit"));
+}
+
+TEST(SearchRecognitionTest, OneAndFourThreadsGiveIdenticalTraces) {
+  const Dataset data = SampleGp("MAT32", 40, 0.0, 3.0, {}, 0.05, 5);
+  const SearchResult one = Search(data, "lap0", 1);
+  const SearchResult four = Search(data, "lap0", 4);
+  ASSERT_EQ(one.steps.size(), four.steps.size());
+  for (size_t s = 0; s < one.steps.size(); ++s) {
+    ASSERT_EQ(one.steps[s].candidates.size(), four.steps[s].candidates.size());
+    for (size_t c = 0; c < one.steps[s].candidates.size(); ++c) {
+      const CandidateRecord& a = one.steps[s].candidates[c];
+      const CandidateRecord& b = four.steps[s].candidates[c];
+      EXPECT_EQ(a.kernel, b.kernel);
+      EXPECT_EQ(a.ok, b.ok);
+      EXPECT_EQ(a.seed, b.seed);
+      EXPECT_EQ(a.chosen, b.chosen);
+      // Bitwise identical, not merely close.
+      EXPECT_EQ(std::memcmp(&a.score, &b.score, sizeof(double)), 0)
+          << a.kernel << ": " << a.score << " vs " << b.score;
+    }
+  }
+  EXPECT_EQ(ToString(one.best_kernel), ToString(four.best_kernel));
+  EXPECT_EQ(one.best.metrics, four.best.metrics);
+}
+
+TEST(SearchRecognitionTest, SharedCacheServesOtherMetricsWithIdenticalResults) {
+  const Dataset data = SampleGp("MAT32", 30, 0.0, 3.0, {}, 0.05, 9);
+  ScoreCache cache;
+  const SearchResult lap0 = Search(data, "lap0", 2, &cache);
+  const SearchResult lap0_alone = Search(data, "lap0", 2);
+  EXPECT_EQ(lap0.cache_hits, lap0_alone.cache_hits) << "only this search's own repeats";
+  const SearchResult lap_aic = Search(data, "lap_aic", 2, &cache);
+  EXPECT_GT(lap_aic.cache_hits, 0);
+  // Same answer as without the cache.
+  const SearchResult fresh = Search(data, "lap_aic", 2);
+  EXPECT_EQ(ToString(lap_aic.best_kernel), ToString(fresh.best_kernel));
+  EXPECT_EQ(lap_aic.best_score, fresh.best_score);
+
+  // A cache filled for other data is refused.
+  SearchOptions options;
+  options.score.fit.restarts = 3;
+  options.score.fit.seed = 11;
+  EXPECT_EQ(RunKernelSearch(SmallData(), options, nullptr, &cache).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpsel
