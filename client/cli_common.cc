@@ -33,6 +33,11 @@ RemoteEvidenceFn& RemoteEvidenceHook() {
   return hook;
 }
 
+RemoteSearchFn& RemoteSearchHook() {
+  static RemoteSearchFn hook;
+  return hook;
+}
+
 RemoteSubmitEvidenceFn& RemoteSubmitEvidenceHook() {
   static RemoteSubmitEvidenceFn hook;
   return hook;

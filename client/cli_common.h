@@ -20,6 +20,7 @@
 #include "core/kernel_expr.h"
 #include "core/progress.h"
 #include "core/score.h"
+#include "core/search.h"
 
 namespace gpsel::cli {
 
@@ -81,6 +82,13 @@ using RemoteSubmitEvidenceFn = std::function<absl::StatusOr<std::string>(
     const std::string& server, const Dataset& data, const KernelExpr& kernel,
     const EvidenceOptions& options)>;
 RemoteSubmitEvidenceFn& RemoteSubmitEvidenceHook();
+
+// Remote `search`: runs the search on a gpsel-server, progress streamed through the callback.
+#define GPSEL_REMOTE_SEARCH_HOOK 1
+using RemoteSearchFn = std::function<absl::StatusOr<SearchResult>(
+    const std::string& server, const Dataset& data, const SearchOptions& options,
+    const ProgressCallback& progress)>;
+RemoteSearchFn& RemoteSearchHook();
 
 // JSON of an evidence result as documented for `gpsel evidence --json` (and `jobs get --json`'s
 // "result"): log_evidence, log_evidence_error, likelihood_calls, iterations, ...

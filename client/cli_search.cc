@@ -86,9 +86,10 @@ nlohmann::json SearchResultToJson(const SearchResult& result, int num_points) {
 }
 
 int RunSearch(const SearchFlags& flags) {
-  if (!flags.fit.server.empty()) {
+  const bool remote = !flags.fit.server.empty();
+  if (remote && !RemoteSearchHook()) {
     return ReportError(absl::UnimplementedError(
-        "--server: kernel search runs in-process only in this version of the CLI"));
+        "--server: this gpsel was built without the gRPC client (GPSEL_BUILD_SERVICE=OFF)"));
   }
   absl::StatusOr<Dataset> data = LoadCsvFile(flags.fit.data_path);
   if (!data.ok()) return ReportError(data.status());
@@ -118,7 +119,8 @@ int RunSearch(const SearchFlags& flags) {
   absl::StatusOr<SearchResult> result;
   {
     TerminalProgress progress(StderrIsTerminal());
-    result = RunKernelSearch(*data, options, progress.callback());
+    result = remote ? RemoteSearchHook()(flags.fit.server, *data, options, progress.callback())
+                    : RunKernelSearch(*data, options, progress.callback());
     progress.Finish();
   }
   if (!result.ok()) return ReportError(result.status());

@@ -476,9 +476,7 @@ absl::Status SearchOptions::Validate() const {
           "metric: 'evidence' needs a nested-sampling scorer (SearchOptions::scorer)");
     }
     absl::StatusOr<Metric> parsed = ParseMetric(metric);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("metric: ", parsed.status().message()));
-    }
+    if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
   }
   if (score.fit.warm_start.has_value()) {
     return absl::InvalidArgumentError(

@@ -16,7 +16,8 @@ build_packages=(
   prometheus-cpp-dev libsqlite3-dev sqlite3 libpqxx-dev
   libopenblas-serial-dev liblapack-dev
   postgresql prometheus
-  python3 python3-sklearn python3-numpy
+  python3 python3-sklearn python3-numpy python3-grpcio python3-protobuf python3-yaml
+  openssl docker-compose
 )
 runtime_packages=(
   libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0

@@ -1,0 +1,192 @@
+// Issue 3 table: nested-sampling evidence on the paper's interpretable example (n = 10, SE,
+// exact log Z = -8.032) and on SE+LIN over 50 synthetic points (with the Laplace metrics of
+// ScoreKernel for comparison), static and dynamic, over 5 seeds each at dlogz 0.01; and the
+// Mauna Loa kernels k1 = C*SE and k1+2 = C*SE + C*SE*PER (521 points, standardised y).
+//
+//   ./build/bench/evidence_table small                 # the two small problems (seconds)
+//   ./build/bench/evidence_table mauna k1 static 3000000 600
+//   ./build/bench/evidence_table mauna k12 static 3000000 600
+// Prints markdown table rows (see bench/RESULTS.md, "Issue 3 — nested sampling").
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/dataset.h"
+#include "core/evidence.h"
+#include "core/kernel_expr.h"
+#include "core/score.h"
+
+namespace {
+
+constexpr double kPaperExact = -8.032;  // DESIGN §2 (2-D quadrature; tests/core/evidence_test.cc)
+
+gpsel::Dataset LoadOrDie(const std::string& name) {
+  absl::StatusOr<gpsel::Dataset> d = gpsel::LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/" + name);
+  if (!d.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(d.status().message()).c_str());
+    std::exit(1);
+  }
+  return *d;
+}
+
+gpsel::KernelExpr KernelOrDie(const char* text) {
+  absl::StatusOr<gpsel::KernelExpr> k = gpsel::ParseKernel(text);
+  if (!k.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(k.status().message()).c_str());
+    std::exit(1);
+  }
+  return *k;
+}
+
+// 50 points on [0, 5]: a linear trend plus a smooth wiggle plus noise (fixed seed).
+gpsel::Dataset SeLinData() {
+  std::mt19937_64 rng(20261122);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  gpsel::Dataset d;
+  d.x.resize(50, 1);
+  d.y.resize(50);
+  for (int i = 0; i < 50; ++i) {
+    const double x = 5.0 * i / 49.0;
+    d.x(i, 0) = x;
+    d.y[i] = 0.6 * x + std::sin(2.0 * x) + 0.2 * normal(rng);
+  }
+  return d;
+}
+
+struct Row {
+  std::string problem, mode;
+  std::vector<double> log_z, err, calls, seconds, cpu;
+  bool any_partial = false;
+};
+
+void PrintRow(const Row& r, double exact) {
+  const int k = static_cast<int>(r.log_z.size());
+  double mean = 0, err = 0, calls = 0, secs = 0, max_secs = 0, max_abs = 0, cpu = 0;
+  for (int i = 0; i < k; ++i) {
+    mean += r.log_z[i] / k;
+    err += r.err[i] / k;
+    calls += r.calls[i] / k;
+    secs += r.seconds[i] / k;
+    cpu += r.cpu[i] / k;
+    max_secs = std::max(max_secs, r.seconds[i]);
+    if (!std::isnan(exact)) max_abs = std::max(max_abs, std::abs(r.log_z[i] - exact));
+  }
+  double var = 0;
+  for (double z : r.log_z) var += (z - mean) * (z - mean) / std::max(1, k - 1);
+  std::printf("| %s | %s | %d | %.0f | %.3f (max %.3f) | %.3f | %.4f | %.4f | %.4f | %s |%s\n",
+              r.problem.c_str(), r.mode.c_str(), k, calls, secs, max_secs, cpu, mean, std::sqrt(var),
+              err, std::isnan(exact) ? "n/a" : absl::StrFormat("%.4f", max_abs).c_str(),
+              r.any_partial ? " PARTIAL" : "");
+  std::fflush(stdout);
+}
+
+Row RunSeeds(const std::string& problem, const gpsel::Dataset& data, const gpsel::KernelExpr& k,
+             bool standardize, bool dynamic, int seeds) {
+  Row row{problem, dynamic ? "dynamic" : "static"};
+  for (int seed = 0; seed < seeds; ++seed) {
+    gpsel::EvidenceOptions options;
+    options.standardize = standardize;
+    options.sampling.dlogz = 0.01;
+    options.sampling.dynamic = dynamic;
+    options.sampling.seed = seed;
+    const std::clock_t cpu0 = std::clock();
+    absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(data, k, options);
+    row.cpu.push_back(static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC);
+    if (!e.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
+      std::exit(1);
+    }
+    row.log_z.push_back(e->sampling.log_evidence);
+    row.err.push_back(e->sampling.log_evidence_error);
+    row.calls.push_back(static_cast<double>(e->sampling.likelihood_calls));
+    row.seconds.push_back(e->sampling.seconds);
+    row.any_partial |= e->sampling.partial;
+  }
+  return row;
+}
+
+int Small() {
+  const gpsel::Dataset paper = LoadOrDie("interpretable_linear.csv");
+  const gpsel::Dataset selin = SeLinData();
+  const gpsel::KernelExpr se = KernelOrDie("SE");
+  const gpsel::KernelExpr se_lin = KernelOrDie("SE+LIN");
+  std::printf("| problem | mode | seeds | mean calls | mean wall s (max) | mean CPU s | mean log Z | scatter (sd) | "
+              "mean reported err | max abs(log Z - exact) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (bool dynamic : {false, true}) {
+    PrintRow(RunSeeds("paper n=10, SE, raw y", paper, se, false, dynamic, 5), kPaperExact);
+  }
+  for (bool dynamic : {false, true}) {
+    PrintRow(RunSeeds("synthetic n=50, SE+LIN, std y", selin, se_lin, true, dynamic, 5), NAN);
+  }
+  // Laplace metrics for SE+LIN (MAP fit, 5 restarts, standardised y).
+  gpsel::ScoreOptions so;
+  so.metrics = gpsel::AllMetrics();
+  absl::StatusOr<gpsel::KernelScore> s = gpsel::ScoreKernel(selin, se_lin, so);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.status().message()).c_str());
+    return 1;
+  }
+  std::printf("\nScoreKernel, synthetic n=50, SE+LIN (%.3f s):", s->seconds);
+  for (const auto& [name, value] : s->metrics) std::printf(" %s %.3f;", name.c_str(), value);
+  for (const auto& [name, why] : s->undefined_metrics) std::printf(" %s undefined (%s);", name.c_str(), why.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+int Mauna(const std::string& which, bool dynamic, long long max_calls, double max_seconds) {
+  const gpsel::Dataset data = LoadOrDie("mauna_loa_monthly.csv");
+  const gpsel::KernelExpr k = KernelOrDie(which == "k1" ? "C*SE" : "C*SE + C*SE*PER");
+  gpsel::EvidenceOptions options;
+  options.standardize = true;
+  options.sampling.dlogz = 0.01;
+  options.sampling.dynamic = dynamic;
+  options.sampling.seed = 0;
+  options.sampling.max_likelihood_calls = max_calls;
+  options.sampling.max_seconds = max_seconds;
+  int last_percent = -1;
+  absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(
+      data, k, options, [&](const gpsel::Progress& p) {
+        const int percent = static_cast<int>(100 * p.fraction);
+        if (percent != last_percent) {
+          last_percent = percent;
+          std::fprintf(stderr, "[%s] %d%% %s\n", which.c_str(), percent, p.message.c_str());
+        }
+        return absl::OkStatus();
+      });
+  if (!e.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
+    return 1;
+  }
+  const gpsel::NestedSamplingResult& r = e->sampling;
+  std::printf("| Mauna Loa %s = %s (n=%d, u=%d, std y) | %s | %.4f | %.4f (%s) | nested %.4f ± %.4f, "
+              "bootstrap %.4f | %lld | %lld | %d | %.1f | %s |\n",
+              which.c_str(), e->kernel.c_str(), e->num_points, e->num_hyperparameters,
+              dynamic ? "dynamic" : "static", r.log_evidence, r.log_evidence_error,
+              r.log_evidence_estimator.c_str(), r.log_evidence_nested, r.log_evidence_nested_error,
+              r.log_evidence_error_bootstrap, static_cast<long long>(r.likelihood_calls),
+              static_cast<long long>(r.iterations), r.num_live, r.seconds,
+              r.partial ? ("PARTIAL: " + r.partial_reason).c_str() : "complete");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "small";
+  if (mode == "small") return Small();
+  if (mode == "mauna" && argc > 2) {
+    const bool dynamic = argc > 3 && std::string(argv[3]) == "dynamic";
+    const long long calls = argc > 4 ? std::atoll(argv[4]) : 3'000'000;
+    const double seconds = argc > 5 ? std::atof(argv[5]) : 600;
+    return Mauna(argv[2], dynamic, calls, seconds);
+  }
+  std::fprintf(stderr, "usage: %s small | mauna k1|k12 [static|dynamic] [max_calls] [max_s]\n", argv[0]);
+  return 2;
+}

@@ -1,0 +1,221 @@
+// Tests that need processes: kill -9 of gpsel-server during a job (the job finishes after a
+// restart, once), the `gpsel` CLI against a server (remote output equals in-process output),
+// and an independent Python client reading the error details.
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "tests/server/server_test_util.h"
+
+namespace gpsel::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(KillTest, JobSurvivesKillDashNineAndCompletesOnce) {
+  const std::filesystem::path dir = MakeTempDir("gpsel-kill-test");
+  const std::vector<std::string> args = {
+      "--listen", "127.0.0.1:0", "--metrics-listen", "", "--store",
+      "sqlite:" + (dir / "jobs.db").string(), "--job-lease", "2", "--workers", "1"};
+  auto first = std::make_unique<ServerProcess>(args, dir / "server.log");
+  ASSERT_GT(first->port(), 0) << "gpsel-server did not start; see " << dir / "server.log";
+
+  // A job long enough (a few seconds) to be killed in the middle.
+  std::unique_ptr<Client> client = Connect(first->port());
+  v1::SubmitEvidenceRequest request;
+  convert::ToProto(MaunaLoa(60), request.mutable_dataset());
+  request.set_kernel("C*SE");
+  request.set_request_id("kill-test");
+  request.mutable_options()->set_live_points(400);
+  request.mutable_options()->set_dlogz(0.05);
+  request.mutable_options()->set_seed(3);
+  absl::StatusOr<v1::SubmitEvidenceResponse> submitted = client->SubmitEvidence(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string name = submitted->job().name();
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  v1::JobState state = v1::JOB_STATE_QUEUED;
+  while (state == v1::JOB_STATE_QUEUED && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    state = client->GetJob(name)->state();
+  }
+  ASSERT_EQ(state, v1::JOB_STATE_RUNNING);
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(client->GetJob(name)->state(), v1::JOB_STATE_RUNNING) << "job too short to kill";
+  first->Kill(SIGKILL);
+
+  ServerProcess second(args, dir / "server.log");
+  ASSERT_GT(second.port(), 0);
+  std::unique_ptr<Client> again = Connect(second.port());
+  absl::StatusOr<v1::Job> done = again->WaitJob(name, nullptr, absl::Seconds(150));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
+  EXPECT_EQ(done->attempts(), 2);  // the killed attempt and the one that finished
+  EXPECT_TRUE(std::isfinite(done->evidence_result().log_evidence()));
+  // Exactly one job, one visible result; the retried submit maps onto it.
+  absl::StatusOr<v1::ListJobsResponse> jobs = again->ListJobs(v1::ListJobsRequest());
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->jobs_size(), 1);
+  EXPECT_EQ(jobs->jobs(0).name(), name);
+  absl::StatusOr<v1::SubmitEvidenceResponse> resubmitted = again->SubmitEvidence(request);
+  ASSERT_TRUE(resubmitted.ok());
+  EXPECT_FALSE(resubmitted->created());
+  EXPECT_EQ(resubmitted->job().evidence_result().log_evidence(),
+            done->evidence_result().log_evidence());
+  second.Kill(SIGTERM);
+  std::filesystem::remove_all(dir);
+}
+
+class CliRemoteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("gpsel-cli-remote-test");
+    ServerOptions options = TestServerOptions(dir_);
+    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    address_ = absl::StrCat("127.0.0.1:", server_->port());
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  static std::string Cli(const std::string& args) {
+    return absl::StrCat(GPSEL_CLI_PATH, " ", args);
+  }
+  // Removes timing fields, which legitimately differ between two runs.
+  static nlohmann::json WithoutTimes(nlohmann::json j) {
+    if (j.is_object()) {
+      j.erase("seconds");
+      for (auto& [key, value] : j.items()) value = WithoutTimes(value);
+    } else if (j.is_array()) {
+      for (auto& value : j) value = WithoutTimes(value);
+    }
+    return j;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<GpselServer> server_;
+  std::string address_;
+};
+
+TEST_F(CliRemoteTest, ScoreRemoteEqualsInProcess) {
+  const std::string args = absl::StrCat("score --data ", DataPath("interpretable_linear.csv"),
+                                        " --kernel SE --kernel 'C*LIN' --no-standardize --seed 2");
+  CommandResult local = RunCommand(Cli(args + " --json"));
+  CommandResult remote = RunCommand(Cli(args + " --json --server " + address_));
+  ASSERT_EQ(local.exit_code, 0);
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote.output)),
+            WithoutTimes(nlohmann::json::parse(local.output)));
+  // The table, which prints no timing, is identical byte for byte.
+  CommandResult local_table = RunCommand(Cli(args));
+  CommandResult remote_table = RunCommand(Cli(args + " --server " + address_));
+  EXPECT_EQ(remote_table.output, local_table.output);
+}
+
+TEST_F(CliRemoteTest, HealthJobsAndPredict) {
+  EXPECT_EQ(RunCommand(Cli("health --server " + address_)).exit_code, 0);
+  EXPECT_NE(RunCommand(Cli("health --timeout 2 --server 127.0.0.1:1")).exit_code, 0);
+
+  CommandResult submitted = RunCommand(Cli(absl::StrCat(
+      "evidence --data ", DataPath("interpretable_linear.csv"),
+      " --kernel SE --no-standardize --nlive 150 --dlogz 0.1 --detach --json --server ",
+      address_)));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string id = nlohmann::json::parse(submitted.output).at("job");
+  ASSERT_FALSE(id.empty());
+
+  CommandResult waited = RunCommand(Cli("jobs wait " + id + " --json --server " + address_));
+  ASSERT_EQ(waited.exit_code, 0) << waited.output;
+  nlohmann::json job = nlohmann::json::parse(waited.output);
+  EXPECT_EQ(job.at("state"), "SUCCEEDED");
+  EXPECT_TRUE(job.at("result").at("log_evidence").is_number());
+
+  CommandResult got = RunCommand(Cli("jobs get " + id + " --json --server " + address_));
+  ASSERT_EQ(got.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(got.output).at("state"), "SUCCEEDED");
+  CommandResult listed = RunCommand(Cli("jobs list --json --server " + address_));
+  ASSERT_EQ(listed.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(listed.output).at("jobs").size(), 1u);
+  CommandResult cancelled = RunCommand(Cli("jobs cancel " + id + " --server " + address_));
+  EXPECT_EQ(cancelled.exit_code, 0);
+  EXPECT_EQ(RunCommand(Cli("jobs get NOSUCHJOB --server " + address_)).exit_code, 2);
+
+  // `evidence --server` follows the job and prints what the in-process run prints.
+  const std::string evidence_args =
+      absl::StrCat("evidence --data ", DataPath("interpretable_linear.csv"),
+                   " --kernel SE --no-standardize --nlive 150 --dlogz 0.1 --seed 4 --json");
+  CommandResult local_evidence = RunCommand(Cli(evidence_args));
+  CommandResult remote_evidence = RunCommand(Cli(evidence_args + " --server " + address_));
+  ASSERT_EQ(remote_evidence.exit_code, 0) << remote_evidence.output;
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote_evidence.output)),
+            WithoutTimes(nlohmann::json::parse(local_evidence.output)));
+
+  const std::string predict_args =
+      absl::StrCat("predict --data ", DataPath("interpretable_linear.csv"),
+                   " --kernel SE --grid 0:1:5 --no-standardize --json");
+  CommandResult local_predict = RunCommand(Cli(predict_args));
+  CommandResult remote_predict = RunCommand(Cli(predict_args + " --server " + address_));
+  ASSERT_EQ(local_predict.exit_code, 0);
+  ASSERT_EQ(remote_predict.exit_code, 0) << remote_predict.output;
+  EXPECT_EQ(remote_predict.output, local_predict.output);
+}
+
+TEST(TlsTest, TlsServerAcceptsTrustingClientsOnly) {
+  if (!OnPath("openssl")) GTEST_SKIP() << "openssl not installed: cannot make a test certificate";
+  const std::filesystem::path dir = MakeTempDir("gpsel-tls-test");
+  const std::string cert = (dir / "cert.pem").string();
+  const std::string key = (dir / "key.pem").string();
+  ASSERT_EQ(RunCommand("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " +
+                       cert + " -days 2 -subj /CN=localhost -addext "
+                       "subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null")
+                .exit_code,
+            0);
+  ServerOptions options = TestServerOptions(dir);
+  options.jobs.workers = 0;
+  options.tls_cert_file = cert;
+  options.tls_key_file = key;
+  absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClientOptions secure;
+  secure.target = absl::StrCat("localhost:", (*server)->port());
+  secure.tls_ca_file = cert;
+  secure.timeout = absl::Seconds(10);
+  auto client = Client::Create(secure);
+  ASSERT_TRUE(client.ok());
+  auto status = (*client)->Health();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, grpc::health::v1::HealthCheckResponse::SERVING);
+  ClientOptions plaintext = secure;
+  plaintext.tls_ca_file.clear();
+  plaintext.max_attempts = 1;
+  plaintext.timeout = absl::Seconds(3);
+  EXPECT_FALSE((*Client::Create(plaintext))->Health().ok());
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PythonInteropTest, PythonClientReadsScoreAndErrorDetails) {
+  const std::filesystem::path dir = MakeTempDir("gpsel-python-test");
+  ServerOptions options = TestServerOptions(dir);
+  options.jobs.workers = 0;
+  absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Debian's python3-grpcio lives in the system interpreter, not in a virtualenv's.
+  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                          : "python3";
+  CommandResult result = RunCommand(absl::StrCat(
+      python, " ", GPSEL_SOURCE_DIR, "/tests/server/python_interop.py --target 127.0.0.1:",
+      (*server)->port(), " --descriptor-set ", GPSEL_DESCRIPTOR_SET, " 2>&1"));
+  server->reset();
+  std::filesystem::remove_all(dir);
+  if (result.exit_code == 77) GTEST_SKIP() << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("error details ok"));
+}
+
+}  // namespace
+}  // namespace gpsel::testing

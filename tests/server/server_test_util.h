@@ -1,0 +1,189 @@
+// Helpers of the server integration tests: temporary directories, datasets, a real server on
+// loopback (in-process GpselServer or the gpsel-server binary), a tiny HTTP GET for /metrics,
+// and running commands.
+#ifndef GPSEL_TESTS_SERVER_SERVER_TEST_UTIL_H_
+#define GPSEL_TESTS_SERVER_SERVER_TEST_UTIL_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "core/dataset.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+
+namespace gpsel::testing {
+
+inline std::string DataPath(const std::string& name) {
+  return std::string(GPSEL_DATA_DIR) + "/" + name;
+}
+
+inline Dataset LoadData(const std::string& name) {
+  absl::StatusOr<Dataset> data = LoadCsvFile(DataPath(name));
+  EXPECT_TRUE(data.ok()) << data.status();
+  return *data;
+}
+
+// The first `n` points of the Mauna Loa series (a dataset large enough to keep a worker busy).
+inline Dataset MaunaLoa(int n) {
+  Dataset full = LoadData("mauna_loa_monthly.csv");
+  Dataset out;
+  out.x = full.x.topRows(n);
+  out.y = full.y.head(n);
+  return out;
+}
+
+inline std::filesystem::path MakeTempDir(const std::string& prefix) {
+  std::random_device device;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              absl::StrCat(prefix, "-", getpid(), "-", device());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Test server options: loopback, any port, a fresh SQLite file.
+inline ServerOptions TestServerOptions(const std::filesystem::path& dir) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
+  options.store_url = "sqlite:" + (dir / "jobs.db").string();
+  options.rpc_workers = 2;
+  options.max_queued_rpcs = 4;
+  options.jobs.workers = 1;
+  options.jobs.lease = absl::Seconds(3);
+  options.jobs.poll_interval = absl::Milliseconds(100);
+  options.service.watch_poll_interval = absl::Milliseconds(50);
+  options.shutdown_grace = absl::Seconds(5);
+  return options;
+}
+
+inline std::unique_ptr<Client> Connect(int port, absl::Duration timeout = absl::Seconds(60),
+                                       const std::string& token = "") {
+  ClientOptions options;
+  options.target = absl::StrCat("127.0.0.1:", port);
+  options.timeout = timeout;
+  options.auth_token = token;
+  options.initial_backoff = absl::Milliseconds(50);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return *std::move(client);
+}
+
+// GET http://127.0.0.1:port/path; the body, or "" on failure.
+inline std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  std::array<char, 8192> buffer;
+  ssize_t got;
+  while ((got = read(fd, buffer.data(), buffer.size())) > 0) response.append(buffer.data(), got);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout
+};
+
+// Runs a shell command; stdout is captured, stderr goes to the test log.
+inline CommandResult RunCommand(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t got;
+  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.output.append(buffer.data(), got);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+inline bool OnPath(const std::string& program) {
+  return RunCommand("command -v " + program + " >/dev/null 2>&1 && echo yes").output == "yes\n";
+}
+
+// The gpsel-server binary as a child process (for kill -9 tests).
+class ServerProcess {
+ public:
+  ServerProcess(const std::vector<std::string>& args, const std::filesystem::path& log) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (err >= 0) dup2(err, STDERR_FILENO);
+      close(out[0]);
+      std::vector<char*> argv;
+      std::string binary = GPSEL_SERVER_PATH;
+      argv.push_back(binary.data());
+      std::vector<std::string> copy = args;
+      for (std::string& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    // The first stdout line names the port: "gpsel-server listening on 127.0.0.1:PORT, ...".
+    FILE* stream = fdopen(out[0], "r");
+    char line[1024] = {0};
+    if (stream && fgets(line, sizeof(line), stream)) {
+      const std::string text(line);
+      const size_t colon = text.find("127.0.0.1:");
+      if (colon != std::string::npos) port_ = std::atoi(text.c_str() + colon + 10);
+    }
+    if (stream) fclose(stream);
+  }
+  ~ServerProcess() { Kill(SIGKILL); }
+  int port() const { return port_; }
+  void Kill(int signal) {
+    if (pid_ <= 0) return;
+    kill(pid_, signal);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace gpsel::testing
+
+#endif  // GPSEL_TESTS_SERVER_SERVER_TEST_UTIL_H_

@@ -1,0 +1,487 @@
+// End-to-end tests of gpsel-server's RPCs through the C++ client library: a real server on
+// loopback with a real SQLite job store. Same request and seed ⇒ the same numbers as in-process.
+#include <atomic>
+#include <chrono>
+#include <future>
+
+#include "core/evidence.h"
+#include "core/score.h"
+#include "core/search.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "tests/server/server_test_util.h"
+
+namespace gpsel::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::filesystem::path(MakeTempDir("gpsel-service-test"));
+    ServerOptions options = TestServerOptions(*dir_);
+    options.service.limits.max_points = 600;
+    options.service.limits.max_dims = 4;
+    options.service.limits.max_search_depth = 3;
+    options.service.limits.max_live_points = 2000;
+    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static GpselServer* server_;
+  static std::filesystem::path* dir_;
+};
+GpselServer* ServiceTest::server_ = nullptr;
+std::filesystem::path* ServiceTest::dir_ = nullptr;
+
+TEST_F(ServiceTest, ScoreMatchesInProcessBitForBit) {
+  const Dataset data = LoadData("interpretable_linear.csv");
+  ScoreOptions options;
+  options.standardize = false;
+  options.fit.seed = 3;
+  const KernelExpr se = *ParseKernel("SE");
+  const KernelExpr lin = *ParseKernel("C*LIN");
+
+  std::unique_ptr<Client> client = Connect(server_->port());
+  absl::StatusOr<std::vector<KernelScore>> remote = client->Score(data, {se, lin}, options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ASSERT_EQ(remote->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    absl::StatusOr<KernelScore> local = ScoreKernel(data, i == 0 ? se : lin, options);
+    ASSERT_TRUE(local.ok());
+    const KernelScore& r = (*remote)[i];
+    EXPECT_EQ(r.kernel, local->kernel);
+    EXPECT_EQ(r.metrics, local->metrics);  // exact: same seed, same doubles
+    EXPECT_EQ(r.undefined_metrics, local->undefined_metrics);
+    EXPECT_EQ(r.parameter_names, local->parameter_names);
+    ASSERT_TRUE(r.map_fit.has_value());
+    EXPECT_EQ(r.map_fit->values, local->map_fit->values);
+    ASSERT_TRUE(r.laplace.has_value());
+    EXPECT_EQ(r.laplace->eigenvalues, local->laplace->eigenvalues);
+    EXPECT_EQ(r.laplace->covariance, local->laplace->covariance);
+  }
+  // The paper's acceptance numbers (DESIGN §2) survive the trip.
+  EXPECT_NEAR((*remote)[0].metrics.at("mll"), -5.287, 0.005);
+  EXPECT_NEAR((*remote)[0].metrics.at("lap"), -8.144, 0.005);
+}
+
+TEST_F(ServiceTest, PredictWithGivenAndFittedHyperparameters) {
+  const Dataset data = LoadData("interpretable_linear.csv");
+  std::unique_ptr<Client> client = Connect(server_->port());
+  v1::PredictRequest request;
+  convert::ToProto(data, request.mutable_dataset());
+  request.set_kernel("SE");
+  Eigen::MatrixXd x_new(3, 1);
+  x_new << 0.0, 0.5, 1.5;
+  convert::ToProto(x_new, request.mutable_x_new());
+  (*request.mutable_hyperparameters())["SE.lengthscale"] = 0.975;
+  (*request.mutable_hyperparameters())["noise"] = 0.0841;
+  request.mutable_fit()->set_standardize(false);
+
+  absl::StatusOr<v1::PredictResponse> given = client->Predict(request);
+  ASSERT_TRUE(given.ok()) << given.status();
+  absl::StatusOr<Prediction> local =
+      Predict(data, *ParseKernel("SE"), {{"SE.lengthscale", 0.975}, {"noise", 0.0841}},
+              Standardization{}, x_new);
+  ASSERT_TRUE(local.ok());
+  ASSERT_EQ(given->mean_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(given->mean(i), local->mean(i));
+    EXPECT_EQ(given->variance(i), local->variance(i));
+  }
+
+  request.clear_hyperparameters();
+  absl::StatusOr<v1::PredictResponse> fitted = client->Predict(request);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  EXPECT_NEAR(fitted->hyperparameters().at("SE.lengthscale"), 0.975, 0.01);
+  EXPECT_EQ(fitted->kernel(), "SE");
+}
+
+TEST_F(ServiceTest, SearchStreamsProgressAndMatchesInProcess) {
+  const Dataset data = LoadData("interpretable_linear.csv");
+  SearchOptions options;
+  options.max_depth = 2;
+  options.score.fit.restarts = 2;
+  options.score.fit.seed = 5;
+  options.score.standardize = false;
+  std::unique_ptr<Client> client = Connect(server_->port());
+  int progress_events = 0;
+  absl::StatusOr<SearchResult> remote =
+      client->Search(data, options, [&](const Progress& p) {
+        ++progress_events;
+        EXPECT_EQ(p.stage, "search");
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_GT(progress_events, 0);
+  absl::StatusOr<SearchResult> local = RunKernelSearch(data, options);
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(ToString(remote->best_kernel), ToString(local->best_kernel));
+  EXPECT_EQ(remote->best_score, local->best_score);
+  EXPECT_EQ(remote->best.metrics, local->best.metrics);
+  EXPECT_EQ(remote->steps.size(), local->steps.size());
+}
+
+// Each kind of bad input is INVALID_ARGUMENT with a BadRequest naming the field.
+TEST_F(ServiceTest, BadInputNamesTheField) {
+  std::unique_ptr<Client> client = Connect(server_->port());
+  auto base = [] {
+    v1::ScoreRequest r;
+    for (double x : {0.0, 1.0, 2.0, 3.0}) {
+      r.mutable_dataset()->add_x(x);
+      r.mutable_dataset()->add_y(x * x);
+    }
+    r.add_kernels("SE");
+    return r;
+  };
+  struct Case {
+    std::string what;
+    std::function<void(v1::ScoreRequest&)> mutate;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"NaN in y", [](auto& r) { r.mutable_dataset()->set_y(2, std::nan("")); }, "dataset.y"},
+      {"Inf in x", [](auto& r) { r.mutable_dataset()->set_x(1, INFINITY); }, "dataset.x"},
+      {"length mismatch", [](auto& r) { r.mutable_dataset()->add_x(9); }, "dataset.x"},
+      {"empty", [](auto& r) { r.mutable_dataset()->Clear(); }, "dataset.y"},
+      {"too many points",
+       [](auto& r) {
+         r.mutable_dataset()->Clear();
+         for (int i = 0; i < 700; ++i) {
+           r.mutable_dataset()->add_x(i);
+           r.mutable_dataset()->add_y(i % 7);
+         }
+       },
+       "dataset.y"},
+      {"too many dimensions",
+       [](auto& r) {
+         r.mutable_dataset()->Clear();
+         r.mutable_dataset()->set_num_dims(5);
+         for (int i = 0; i < 10; ++i) r.mutable_dataset()->add_x(i);
+         r.mutable_dataset()->add_y(1);
+         r.mutable_dataset()->add_y(2);
+       },
+       "dataset.num_dims"},
+      {"unparsable kernel", [](auto& r) { r.set_kernels(0, "SE+*"); }, "kernels[0]"},
+      {"unknown base kernel", [](auto& r) { r.add_kernels("SQ"); }, "kernels[1]"},
+      {"too deep kernel",
+       [](auto& r) {
+         std::string deep = "SE";
+         for (int i = 0; i < 20; ++i) deep = absl::StrCat("(", deep, "+LIN)*SE");
+         r.set_kernels(0, deep);
+       },
+       "kernels[0]"},
+      {"no kernels", [](auto& r) { r.clear_kernels(); }, "kernels"},
+      {"unknown metric", [](auto& r) { r.add_metrics("waic"); }, "metrics[0]"},
+      {"unknown prior name",
+       [](auto& r) { (*r.mutable_fit()->mutable_prior_overrides())["XX.length"].set_sd(1); },
+       "fit.prior_overrides[XX.length]"},
+      {"bad prior sd",
+       [](auto& r) { (*r.mutable_fit()->mutable_prior_overrides())["SE.lengthscale"].set_sd(-1); },
+       "fit.prior_overrides[SE.lengthscale].sd"},
+      {"negative restarts", [](auto& r) { r.mutable_fit()->set_restarts(-2); }, "fit.restarts"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::ScoreRequest request = base();
+    c.mutate(request);
+    absl::StatusOr<v1::ScoreResponse> response = client->Score(request);
+    ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+    bool named = false;
+    for (const auto& [field, description] : convert::FieldViolations(response.status())) {
+      named = named || field == c.field;
+    }
+    EXPECT_TRUE(named) << response.status();
+    EXPECT_THAT(std::string(response.status().message()), HasSubstr(c.field));
+  }
+
+  // Other RPCs validate their own fields.
+  v1::SearchRequest search;
+  *search.mutable_dataset() = base().dataset();
+  search.set_max_depth(9);
+  EXPECT_THAT(convert::FieldViolations(client->Search(search).status()),
+              ElementsAre(Pair("max_depth", ::testing::_)));
+  v1::SubmitEvidenceRequest evidence;
+  *evidence.mutable_dataset() = base().dataset();
+  evidence.set_kernel("SE");
+  evidence.mutable_options()->set_live_points(100000);
+  EXPECT_THAT(convert::FieldViolations(client->SubmitEvidence(evidence).status()),
+              ElementsAre(Pair("options.live_points", ::testing::_)));
+  v1::PredictRequest predict;
+  *predict.mutable_dataset() = base().dataset();
+  predict.set_kernel("SE");
+  predict.mutable_x_new()->set_rows(1);
+  predict.mutable_x_new()->set_cols(2);
+  predict.mutable_x_new()->add_values(0);
+  predict.mutable_x_new()->add_values(1);
+  EXPECT_THAT(convert::FieldViolations(client->Predict(predict).status()),
+              ElementsAre(Pair("x_new.cols", ::testing::_)));
+  // Nothing was half-stored: no job exists.
+  absl::StatusOr<v1::ListJobsResponse> jobs = client->ListJobs(v1::ListJobsRequest());
+  ASSERT_TRUE(jobs.ok());
+  for (const v1::Job& job : jobs->jobs()) EXPECT_NE(job.kernel(), "SE");
+}
+
+TEST_F(ServiceTest, DeadlineExceededMidSearchStopsTheWork) {
+  // Large enough that the whole search takes far longer than the deadline; the search stops
+  // running candidates at the next candidate boundary (core/search.h), so the worker is free
+  // again within about one candidate fit.
+  const Dataset data = MaunaLoa(150);
+  SearchOptions options;
+  options.max_depth = 3;
+  options.score.fit.restarts = 5;
+  std::unique_ptr<Client> client = Connect(server_->port(), absl::Milliseconds(800));
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<SearchResult> result = client->Search(data, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  // The worker thread must be released promptly: both workers are free again soon, so two
+  // quick requests in parallel are served without waiting for the abandoned search.
+  std::unique_ptr<Client> quick = Connect(server_->port(), absl::Seconds(30));
+  const Dataset small = LoadData("interpretable_linear.csv");
+  ScoreOptions score_options;
+  score_options.fit.restarts = 1;
+  score_options.metrics = {Metric::kMll};
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool idle = false;
+  while (absl::Now() < deadline && !idle) {
+    const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
+    idle = metrics.find("gpsel_worker_pool_busy_threads 0") != std::string::npos;
+    if (!idle) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(idle) << "the abandoned search kept a worker busy";
+  (void)start;
+  EXPECT_TRUE(quick->Score(small, {*ParseKernel("SE")}, score_options).ok());
+}
+
+TEST_F(ServiceTest, HealthIsServing) {
+  std::unique_ptr<Client> client = Connect(server_->port());
+  auto status = client->Health();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, grpc::health::v1::HealthCheckResponse::SERVING);
+  status = client->Health("gpsel.v1.ModelSelectionService");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(*status, grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(ServiceTest, EvidenceJobLifecycle) {
+  const Dataset data = LoadData("interpretable_linear.csv");
+  std::unique_ptr<Client> client = Connect(server_->port());
+  v1::SubmitEvidenceRequest request;
+  convert::ToProto(data, request.mutable_dataset());
+  request.set_kernel("se");
+  request.set_request_id("lifecycle-1");
+  request.mutable_options()->set_seed(1);
+  request.mutable_options()->set_live_points(200);
+  request.mutable_options()->set_dlogz(0.1);
+  request.mutable_options()->mutable_fit()->set_standardize(false);
+  absl::StatusOr<v1::SubmitEvidenceResponse> submitted = client->SubmitEvidence(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_TRUE(submitted->created());
+  EXPECT_EQ(submitted->job().kernel(), "SE");  // canonical
+  const std::string name = submitted->job().name();
+
+  // Same idempotency key: the same job, not a second one.
+  absl::StatusOr<v1::SubmitEvidenceResponse> again = client->SubmitEvidence(request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created());
+  EXPECT_EQ(again->job().name(), name);
+
+  std::vector<v1::JobState> seen;
+  absl::StatusOr<v1::Job> done = client->WaitJob(
+      name, [&](const v1::Job& job) { seen.push_back(job.state()); }, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
+  EXPECT_EQ(seen.back(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done->attempts(), 1);
+  EXPECT_TRUE(done->has_create_time() && done->has_start_time() && done->has_finish_time());
+  EXPECT_NEAR(done->evidence_result().log_evidence(), -8.032, 0.3);
+
+  // Same numbers as in-process with the same options.
+  absl::StatusOr<EvidenceResult> local =
+      ComputeEvidence(data, *ParseKernel("SE"), convert::FromProto(request.options()));
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(done->evidence_result().log_evidence(), local->sampling.log_evidence);
+
+  absl::StatusOr<v1::Job> got = client->GetJob(name);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state(), v1::JOB_STATE_SUCCEEDED);
+
+  v1::ListJobsRequest list;
+  list.set_state(v1::JOB_STATE_SUCCEEDED);
+  list.set_page_size(1);
+  absl::StatusOr<v1::ListJobsResponse> page = client->ListJobs(list);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->jobs_size(), 1);
+  EXPECT_EQ(page->jobs(0).state(), v1::JOB_STATE_SUCCEEDED);
+
+  EXPECT_EQ(client->GetJob("jobs/01NOSUCHJOB0000000000000000").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client->GetJob("").status().code(), absl::StatusCode::kInvalidArgument);
+  v1::ListJobsRequest bad_token;
+  bad_token.set_page_token("garbage");
+  EXPECT_EQ(client->ListJobs(bad_token).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServiceTest, RunningJobIsCancelled) {
+  const Dataset data = MaunaLoa(60);
+  std::unique_ptr<Client> client = Connect(server_->port());
+  v1::SubmitEvidenceRequest request;
+  convert::ToProto(data, request.mutable_dataset());
+  request.set_kernel("C*SE + C*RQ");
+  request.mutable_options()->set_live_points(1500);
+  request.mutable_options()->set_dlogz(0.001);
+  absl::StatusOr<v1::SubmitEvidenceResponse> submitted = client->SubmitEvidence(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string name = submitted->job().name();
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  v1::JobState state = v1::JOB_STATE_QUEUED;
+  while (state != v1::JOB_STATE_RUNNING && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    state = client->GetJob(name)->state();
+  }
+  ASSERT_EQ(state, v1::JOB_STATE_RUNNING);
+  absl::StatusOr<v1::Job> cancelling = client->CancelJob(name);
+  ASSERT_TRUE(cancelling.ok());
+  EXPECT_TRUE(cancelling->cancel_requested() || cancelling->state() == v1::JOB_STATE_CANCELLED);
+  absl::StatusOr<v1::Job> done = client->WaitJob(name, nullptr, absl::Seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(done->error().code(), static_cast<int>(absl::StatusCode::kCancelled));
+  // Cancelling a finished job changes nothing.
+  absl::StatusOr<v1::Job> again = client->CancelJob(name);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->state(), v1::JOB_STATE_CANCELLED);
+}
+
+TEST_F(ServiceTest, MetricsPassPromtool) {
+  std::unique_ptr<Client> client = Connect(server_->port());
+  ASSERT_TRUE(client->Health().ok());
+  v1::ScoreRequest bad;
+  (void)client->Score(bad);  // an InvalidArgument for the per-code counter
+  const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_FALSE(metrics.empty());
+  for (const char* name :
+       {"grpc_server_started_total", "grpc_server_handled_total",
+        "grpc_server_handling_seconds_bucket", "grpc_server_msg_received_total",
+        "grpc_server_msg_sent_total", "gpsel_rpc_in_flight_requests", "gpsel_worker_pool_queue_depth",
+        "gpsel_build_info", "gpsel_jobs_running"}) {
+    EXPECT_THAT(metrics, HasSubstr(name));
+  }
+  EXPECT_THAT(metrics, HasSubstr("grpc_code=\"InvalidArgument\""));
+  EXPECT_THAT(metrics, HasSubstr("grpc_service=\"gpsel.v1.ModelSelectionService\""));
+  EXPECT_THAT(metrics, HasSubstr("grpc_type=\"unary\""));
+  if (!OnPath("promtool")) {
+    GTEST_SKIP() << "promtool not installed (Debian package 'prometheus'): metrics were scraped "
+                    "and checked for names, but not linted";
+  }
+  const std::filesystem::path file = *dir_ / "metrics.txt";
+  std::ofstream(file) << metrics;
+  CommandResult lint = RunCommand("promtool check metrics < " + file.string() + " 2>&1");
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
+}
+
+// A server with one worker and one queue slot: the fourth concurrent request is refused at once.
+TEST(ServiceOverloadTest, FullQueueIsResourceExhausted) {
+  const std::filesystem::path dir = MakeTempDir("gpsel-overload-test");
+  ServerOptions options = TestServerOptions(dir);
+  options.rpc_workers = 1;
+  options.max_queued_rpcs = 1;
+  options.jobs.workers = 0;
+  absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const Dataset data = MaunaLoa(250);
+  ScoreOptions score;
+  score.fit.restarts = 10;
+  std::vector<std::future<absl::Status>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(std::async(std::launch::async, [&, i] {
+      absl::SleepFor(absl::Milliseconds(100 * i));  // in order: running, queued, refused...
+      ClientOptions client_options;
+      client_options.target = absl::StrCat("127.0.0.1:", (*server)->port());
+      client_options.timeout = absl::Seconds(3);
+      client_options.max_attempts = 1;
+      auto client = Client::Create(client_options);
+      return (*client)->Score(data, {*ParseKernel("C*SE*PER + C*RQ")}, score).status();
+    }));
+  }
+  int exhausted = 0;
+  for (auto& call : calls) {
+    const absl::Status status = call.get();
+    if (absl::IsResourceExhausted(status)) {
+      ++exhausted;
+      EXPECT_EQ(convert::ErrorReason(status), "QUEUE_FULL");
+    }
+  }
+  EXPECT_GE(exhausted, 1);
+  const std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("gpsel_rpc_rejected_total{reason=\"queue_full\"}"));
+  EXPECT_THAT(metrics, HasSubstr("grpc_code=\"ResourceExhausted\""));
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
+  const std::filesystem::path dir = MakeTempDir("gpsel-auth-test");
+  ServerOptions options = TestServerOptions(dir);
+  options.service.auth_token = "s3cret";
+  options.jobs.workers = 0;
+  absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const Dataset data = LoadData("interpretable_linear.csv");
+  ScoreOptions score;
+  score.fit.restarts = 1;
+  score.metrics = {Metric::kMll};
+  std::unique_ptr<Client> anonymous = Connect((*server)->port());
+  EXPECT_EQ(anonymous->Score(data, {*ParseKernel("SE")}, score).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous->GetJob("jobs/x").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(anonymous->Health().ok());
+  std::unique_ptr<Client> wrong = Connect((*server)->port(), absl::Seconds(30), "s3cres");
+  EXPECT_EQ(wrong->Score(data, {*ParseKernel("SE")}, score).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  std::unique_ptr<Client> authorized = Connect((*server)->port(), absl::Seconds(30), "s3cret");
+  EXPECT_TRUE(authorized->Score(data, {*ParseKernel("SE")}, score).ok());
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServiceShutdownTest, DrainsRunningCallsAndRefusesNewOnes) {
+  const std::filesystem::path dir = MakeTempDir("gpsel-shutdown-test");
+  ServerOptions options = TestServerOptions(dir);
+  options.jobs.workers = 0;
+  absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const Dataset data = MaunaLoa(150);
+  ScoreOptions score;
+  score.fit.restarts = 3;
+  auto running = std::async(std::launch::async, [&] {
+    return Connect(port)->Score(data, {*ParseKernel("C*SE + C*RQ")}, score).status();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  auto shutdown = std::async(std::launch::async, [&] { (*server)->Shutdown(); });
+  absl::SleepFor(absl::Milliseconds(100));
+  ClientOptions once;
+  once.target = absl::StrCat("127.0.0.1:", port);
+  once.max_attempts = 1;
+  once.timeout = absl::Seconds(2);
+  absl::Status late = (*Client::Create(once))->Score(data, {*ParseKernel("SE")}, score).status();
+  EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable) << late;
+  EXPECT_TRUE(running.get().ok());  // the running call finished normally
+  shutdown.get();
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpsel::testing
