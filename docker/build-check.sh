@@ -130,10 +130,10 @@ PY
   # Non-root, and the SQLite store is in the volume directory (seen through the process's root:
   # `buildah run` gives the image's VOLUME a throw-away copy that is gone after the run).
   uid="$(ps -o uid= -p "$server_pid" | tr -d ' ')"
-  owner="$(stat -c '%U(%u)' "/proc/$server_pid/root/var/lib/gpsel/jobs.db" 2>/dev/null || true)"
-  echo "gpsel-server runs as uid $uid; /var/lib/gpsel/jobs.db owned by ${owner:-MISSING}"
+  owner="$(stat -c '%u' "/proc/$server_pid/root/var/lib/gpsel/jobs.db" 2>/dev/null || true)"
+  echo "gpsel-server runs as uid $uid; /var/lib/gpsel/jobs.db owned by uid ${owner:-MISSING}"
   [ "$uid" = 10001 ] || die "gpsel-server runs as uid $uid, expected the non-root user 10001"
-  [ -n "$owner" ] && [ "${owner#*(}" = "10001)" ] || die "expected /var/lib/gpsel/jobs.db owned by uid 10001"
+  [ "$owner" = 10001 ] || die "expected /var/lib/gpsel/jobs.db owned by uid 10001"
   log "stopping the server: kill -TERM $server_pid (what docker stop does)"
   kill -TERM "$server_pid"
   for _ in $(seq 1 30); do kill -0 "$run_pid" 2>/dev/null || break; sleep 1; done
