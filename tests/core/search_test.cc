@@ -88,7 +88,7 @@ Dataset SampleGp(std::string_view kernel_text, int n, double x_min, double x_max
   return data;
 }
 
-std::vector<std::string> FinalBeamSizes(const SearchResult& result) {
+std::vector<std::string> ChosenPerStep(const SearchResult& result) {
   std::vector<std::string> out;
   for (const SearchStep& step : result.steps) out.push_back(absl::StrJoin(step.chosen, ","));
   return out;
@@ -260,7 +260,7 @@ TEST(SearchControlTest, StopsWhenNothingBeatsTheBest) {
   EXPECT_EQ(ToString(result->best_kernel), "LIN*SE");
   EXPECT_EQ(result->best_score, 10.0);
   ASSERT_EQ(result->steps.size(), 3u);
-  EXPECT_THAT(FinalBeamSizes(*result), ElementsAre("SE", "LIN*SE", ""));
+  EXPECT_THAT(ChosenPerStep(*result), ElementsAre("SE", "LIN*SE", ""));
   EXPECT_TRUE(result->steps[1].improved);
   EXPECT_FALSE(result->steps[2].improved);
   EXPECT_THAT(result->stop_reason, HasSubstr("no candidate"));
@@ -460,7 +460,10 @@ TEST(SearchRecognitionTest, LaplaceAndBicFindTheGeneratingKernelMllOverfits) {
     const SearchResult result = Search(data, metric, 2);
     EXPECT_EQ(ToString(result.best_kernel), "SE") << metric << "\n" << result.Summary();
     ASSERT_EQ(result.steps.size(), 2u) << "step 2 must find nothing better";
-    EXPECT_EQ(result.best.metrics.at(std::string(metric)), result.best_score)
+    // Same seed and warm start, so the same optimum; a clean-clone CI run once differed in the
+    // last bits (93.9651 both), so this checks the fit to 1e-9 relative, not bitwise.
+    EXPECT_NEAR(result.best.metrics.at(std::string(metric)), result.best_score,
+                1e-9 * std::abs(result.best_score))
         << "final re-scoring must reproduce the search's fit";
   }
   const SearchResult mll = Search(data, "mll", 2);
