@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,12 +16,22 @@ void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, c
 void dtrtri_(const char* uplo, const char* diag, const int* n, double* a, const int* lda, int* info,
              size_t, size_t);
 void dlauum_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
+void dtrmm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
+            const int* n, const double* alpha, const double* a, const int* lda, double* b,
+            const int* ldb, size_t, size_t, size_t, size_t);
 }
 // dtrmm_ comes from Eigen's BLAS declarations (EIGEN_USE_BLAS, Eigen/src/misc/blas.h).
 
 namespace gpsel {
 
 namespace {
+
+// Debian's serial OpenBLAS shares internal buffers without locks, so concurrent calls from
+// different threads corrupt each other's results: every call into it holds this mutex.
+std::mutex& LapackMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
 
 // In-place inverse of the lower-triangular n×n matrix at `a` (column-major, leading dimension
 // lda), by recursive halving: with L = [L11 0; L21 L22],
@@ -45,8 +56,8 @@ void InvertLowerTriangular(int n, double* a, int lda) {
   InvertLowerTriangular(n2, a22, lda);
   const double one = 1.0, minus_one = -1.0;
   // A21 ← A21 L11⁻¹, then A21 ← −L22⁻¹ A21.
-  dtrmm_("R", "L", "N", "N", &n2, &n1, &one, a11, &lda, a21, &lda);
-  dtrmm_("L", "L", "N", "N", &n2, &n1, &minus_one, a22, &lda, a21, &lda);
+  dtrmm_("R", "L", "N", "N", &n2, &n1, &one, a11, &lda, a21, &lda, 1, 1, 1, 1);
+  dtrmm_("L", "L", "N", "N", &n2, &n1, &minus_one, a22, &lda, a21, &lda, 1, 1, 1, 1);
 }
 
 }  // namespace
@@ -63,7 +74,10 @@ absl::Status SpdFactorization::Compute(const Eigen::MatrixXd& matrix) {
     jitter_ = relative * std::abs(mean_diagonal);
     if (jitter_ > 0) factor_.diagonal().array() += jitter_;
     int info = 0;
-    dpotrf_("L", &n, factor_.data(), &n, &info, 1);
+    {
+      std::lock_guard<std::mutex> lock(LapackMutex());
+      dpotrf_("L", &n, factor_.data(), &n, &info, 1);
+    }
     if (info == 0) return absl::OkStatus();
     if (info < 0) return absl::InternalError(absl::StrCat("dpotrf: bad argument ", -info));
   }
@@ -80,6 +94,7 @@ Eigen::MatrixXd SpdFactorization::Solve(const Eigen::MatrixXd& rhs) const {
   const int n = static_cast<int>(factor_.rows());
   const int nrhs = static_cast<int>(rhs.cols());
   int info = 0;
+  std::lock_guard<std::mutex> lock(LapackMutex());
   dpotrs_("L", &n, &nrhs, factor_.data(), &n, x.data(), &n, &info, 1);
   return x;
 }
@@ -94,8 +109,11 @@ Eigen::MatrixXd SpdFactorization::Inverse() const {
   Eigen::MatrixXd inverse = factor_;
   const int n = static_cast<int>(factor_.rows());
   int info = 0;
-  InvertLowerTriangular(n, inverse.data(), n);
-  dlauum_("L", &n, inverse.data(), &n, &info, 1);
+  {
+    std::lock_guard<std::mutex> lock(LapackMutex());
+    InvertLowerTriangular(n, inverse.data(), n);
+    dlauum_("L", &n, inverse.data(), &n, &info, 1);
+  }
   inverse.triangularView<Eigen::StrictlyUpper>() = inverse.transpose();
   return inverse;
 }
