@@ -155,20 +155,31 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     if (absl::Status s = ReportProgress(progress, p); !s.ok()) return s;
 
     NegativeObjective f(model, objective, progress, p);
-    LBFGSpp::LBFGSBSolver<double> solver(param);
     double fx = 0.0;
-    try {
-      if (u == 0) {  // everything fixed: nothing to optimise, just evaluate
-        Eigen::VectorXd no_gradient(0);
-        f(x, no_gradient);
-      } else {
-        result.iterations += solver.minimize(f, x, fx, lower, upper);
+    // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
+    // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
+    // best point seen (fresh curvature memory) while that keeps improving, a few times at most.
+    constexpr int kMaxSolverRestarts = 4;
+    double previous_best = -std::numeric_limits<double>::infinity();
+    for (int attempt = 0; attempt <= kMaxSolverRestarts; ++attempt) {
+      LBFGSpp::LBFGSBSolver<double> solver(param);
+      try {
+        if (u == 0) {  // everything fixed: nothing to optimise, just evaluate
+          Eigen::VectorXd no_gradient(0);
+          f(x, no_gradient);
+        } else {
+          result.iterations += solver.minimize(f, x, fx, lower, upper);
+        }
+        break;
+      } catch (const FitCancelled& cancelled) {
+        return cancelled.status;
+      } catch (const std::exception&) {
+        if (!f.has_best() || !(f.best_value() > previous_best + 1e-9 * std::abs(f.best_value()))) {
+          break;
+        }
+        previous_best = f.best_value();
+        x = f.best_raw();
       }
-    } catch (const FitCancelled& cancelled) {
-      return cancelled.status;
-    } catch (const std::exception&) {
-      // Line search could not progress (typically at the optimum to machine precision, or
-      // against a non-PD wall): keep the best point seen.
     }
     result.evaluations += f.evaluations();
     if (!f.has_best()) continue;

@@ -1,6 +1,7 @@
 // End-to-end tests of the `gpsel` binary in-process mode: exit codes, messages, JSON shape and
 // the paper's numbers through the CLI.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -19,7 +20,9 @@ struct CliRun {
 };
 
 CliRun RunGpsel(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "/gpsel_stderr.txt";
+  // One file per process: ctest runs the parameterised cases in parallel processes.
+  const std::string err_path =
+      testing::TempDir() + "/gpsel_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string command = std::string(GPSEL_CLI_PATH) + " " + args + " 2>" + err_path;
   CliRun run;
   FILE* pipe = popen(command.c_str(), "r");
