@@ -321,7 +321,16 @@ void PrintTables(const Config& config, const std::vector<Metric>& metrics,
     }
     std::cout << row << "\n";
   }
-  std::cout << "(* = best mean per row)\n";
+  int missing = 0;
+  for (const Job& job : jobs) {
+    if (!job.done || job.n > config.evidence_max_n) continue;
+    for (const auto& [name, outcome] : job.outcomes) {
+      if (!outcome.chosen.empty() && !outcome.has_evidence) ++missing;
+    }
+  }
+  std::cout << "(* = best mean per row; " << missing
+            << " metric/dataset entries without a usable log Z — sampler failed or hit "
+               "--evidence-max-seconds — are left out)\n";
 }
 
 nlohmann::json JobsToJson(const Config& config, const std::vector<Job>& jobs) {

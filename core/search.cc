@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <limits>
 #include <set>
@@ -358,6 +357,12 @@ CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
         RunNestedSampling(log_likelihood, model->prior_mean(), model->prior_sd(), options,
                           request.cancellation);
     if (!evidence.ok()) return evidence.status();
+    // A run cut short by a cap is not an estimate of log Z; comparing it would mislead.
+    if (evidence->partial) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("nested sampling stopped early (", evidence->partial_reason,
+                       "); its log Z estimate is not usable"));
+    }
     CandidateScore score;
     score.value = evidence->log_evidence;
     score.uncertainty = evidence->log_evidence_error;

@@ -125,6 +125,8 @@ CandidateScorer MakeMetricScorer(Metric metric, const ScoreOptions& score_option
 // kernel's GP with the priors of `score_options.hyperparameters` (paper defaults otherwise), on y
 // standardised as ScoreKernel would. value = log Z, uncertainty = its standard error; details
 // carry no fits (and children get no warm start). The request's seed replaces `sampling.seed`.
+// A run stopped by one of the sampler's caps (partial result) fails the candidate
+// (DEADLINE_EXCEEDED): it is not an estimate of log Z.
 CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
                                    const NestedSamplingOptions& sampling);
 
