@@ -1,5 +1,5 @@
 // LAPACK-backed SPD factorisation (dpotrf/dpotrs, and dtrmm/dtrtri/dlauum for the inverse) from
-// serial OpenBLAS.
+// OpenBLAS (Debian's pthread build, pinned to one thread per call).
 #include "core/linalg.h"
 
 #include <cmath>
@@ -16,22 +16,45 @@ void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, c
 void dtrtri_(const char* uplo, const char* diag, const int* n, double* a, const int* lda, int* info,
              size_t, size_t);
 void dlauum_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
-void dtrmm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
-            const int* n, const double* alpha, const double* a, const int* lda, double* b,
-            const int* ldb, size_t, size_t, size_t, size_t);
+// OpenBLAS extensions.
+void openblas_set_num_threads(int num_threads);
+int openblas_get_parallel(void);  // 0: built single-threaded (no locking), 1: pthreads, 2: OpenMP
 }
-// dtrmm_ comes from Eigen's BLAS declarations (EIGEN_USE_BLAS, Eigen/src/misc/blas.h).
+// dtrmm_ is declared by Eigen's BLAS header (EIGEN_USE_BLAS) without the hidden length arguments;
+// OpenBLAS implements the BLAS level 3 in C and does not read them.
 
 namespace gpsel {
 
 namespace {
 
-// Debian's serial OpenBLAS shares internal buffers without locks, so concurrent calls from
-// different threads corrupt each other's results: every call into it holds this mutex.
-std::mutex& LapackMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+// Concurrency. gpsel parallelises over restarts, candidates and RPCs, so each LAPACK call must run
+// in its caller's thread and be safe next to other calls. Debian's pthread OpenBLAS (linked with
+// an rpath, see CMakeLists.txt) allocates its work buffers under a lock and, pinned to one thread,
+// never hands work to its own pool: calls are independent and results do not depend on how many
+// run at once (tests/core/search_test.cc compares 1- and 4-thread searches bit for bit). Debian's
+// *serial* build shares its buffers without locks and corrupts concurrent calls; if the loader
+// ever resolves that build instead (update-alternatives), every call is serialised on a mutex.
+// Eigen's products (EIGEN_USE_BLAS) call OpenBLAS too, so the one-thread setting is made when
+// this library loads, before any call.
+const bool kOpenBlasSingleThreaded = (openblas_set_num_threads(1), true);
+
+class LapackGuard {
+ public:
+  LapackGuard() : lock_(Mutex(), std::defer_lock) {
+    if (NeedsSerialising()) lock_.lock();
+  }
+
+ private:
+  static std::mutex& Mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+  static bool NeedsSerialising() {
+    static const bool serial = openblas_get_parallel() == 0;
+    return serial;
+  }
+  std::unique_lock<std::mutex> lock_;
+};
 
 // In-place inverse of the lower-triangular n×n matrix at `a` (column-major, leading dimension
 // lda), by recursive halving: with L = [L11 0; L21 L22],
@@ -56,8 +79,8 @@ void InvertLowerTriangular(int n, double* a, int lda) {
   InvertLowerTriangular(n2, a22, lda);
   const double one = 1.0, minus_one = -1.0;
   // A21 ← A21 L11⁻¹, then A21 ← −L22⁻¹ A21.
-  dtrmm_("R", "L", "N", "N", &n2, &n1, &one, a11, &lda, a21, &lda, 1, 1, 1, 1);
-  dtrmm_("L", "L", "N", "N", &n2, &n1, &minus_one, a22, &lda, a21, &lda, 1, 1, 1, 1);
+  dtrmm_("R", "L", "N", "N", &n2, &n1, &one, a11, &lda, a21, &lda);
+  dtrmm_("L", "L", "N", "N", &n2, &n1, &minus_one, a22, &lda, a21, &lda);
 }
 
 }  // namespace
@@ -75,7 +98,7 @@ absl::Status SpdFactorization::Compute(const Eigen::MatrixXd& matrix) {
     if (jitter_ > 0) factor_.diagonal().array() += jitter_;
     int info = 0;
     {
-      std::lock_guard<std::mutex> lock(LapackMutex());
+      LapackGuard guard;
       dpotrf_("L", &n, factor_.data(), &n, &info, 1);
     }
     if (info == 0) return absl::OkStatus();
@@ -94,7 +117,7 @@ Eigen::MatrixXd SpdFactorization::Solve(const Eigen::MatrixXd& rhs) const {
   const int n = static_cast<int>(factor_.rows());
   const int nrhs = static_cast<int>(rhs.cols());
   int info = 0;
-  std::lock_guard<std::mutex> lock(LapackMutex());
+  LapackGuard guard;
   dpotrs_("L", &n, &nrhs, factor_.data(), &n, x.data(), &n, &info, 1);
   return x;
 }
@@ -110,7 +133,7 @@ Eigen::MatrixXd SpdFactorization::Inverse() const {
   const int n = static_cast<int>(factor_.rows());
   int info = 0;
   {
-    std::lock_guard<std::mutex> lock(LapackMutex());
+    LapackGuard guard;
     InvertLowerTriangular(n, inverse.data(), n);
     dlauum_("L", &n, inverse.data(), &n, &info, 1);
   }

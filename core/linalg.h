@@ -1,4 +1,4 @@
-// Dense symmetric positive-definite algebra on LAPACK (serial OpenBLAS): Cholesky with jitter
+// Dense symmetric positive-definite algebra on LAPACK (OpenBLAS): Cholesky with jitter
 // escalation, solves, log-determinant and the inverse from the factor (dpotri), so that no
 // explicit inverse is formed where a solve does.
 #ifndef GPSEL_CORE_LINALG_H_

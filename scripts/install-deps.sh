@@ -14,14 +14,14 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libsqlite3-dev sqlite3 libpqxx-dev
-  libopenblas-serial-dev liblapack-dev
+  libopenblas-pthread-dev
   postgresql prometheus
   python3 python3-sklearn python3-numpy python3-grpcio python3-protobuf python3-yaml
   openssl docker-compose
 )
 runtime_packages=(
   libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
-  libsqlite3-0 libpqxx-6.4 libopenblas0-serial ca-certificates
+  libsqlite3-0 libpqxx-6.4 libopenblas0-pthread ca-certificates
 )
 
 if [ "$mode" = runtime ]; then packages=("${runtime_packages[@]}"); else packages=("${build_packages[@]}"); fi
