@@ -20,6 +20,7 @@
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
 #include "core/score.h"
+#include "core/linalg.h"
 
 namespace {
 
@@ -179,6 +180,7 @@ int Mauna(const std::string& which, bool dynamic, long long max_calls, double ma
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
   const std::string mode = argc > 1 ? argv[1] : "small";
   if (mode == "small") return Small();
   if (mode == "mauna" && argc > 2) {

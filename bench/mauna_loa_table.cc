@@ -17,6 +17,7 @@
 #include "core/dataset.h"
 #include "core/kernel_expr.h"
 #include "core/score.h"
+#include "core/linalg.h"
 
 #ifndef GPSEL_DATA_DIR
 #define GPSEL_DATA_DIR "data"
@@ -46,6 +47,7 @@ const Column kColumns[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
   std::string path = std::string(GPSEL_DATA_DIR) + "/mauna_loa_monthly.csv";
   int restarts = 5;
   unsigned long long seed = 0;

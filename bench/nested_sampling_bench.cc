@@ -9,6 +9,7 @@
 #include "Eigen/Dense"
 #include "benchmark/benchmark.h"
 #include "core/nested_sampling.h"
+#include "core/linalg.h"
 
 namespace {
 
@@ -107,4 +108,11 @@ BENCHMARK(BM_Gaussian)->Arg(2)->Arg(6)->ArgName("dim")->Unit(benchmark::kMillise
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

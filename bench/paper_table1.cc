@@ -45,6 +45,7 @@
 #include "core/score.h"
 #include "core/search.h"
 #include "core/thread_pool.h"
+#include "core/linalg.h"
 
 namespace gpsel {
 namespace {
@@ -477,4 +478,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpsel
 
-int main(int argc, char** argv) { return gpsel::Main(argc, argv); }
+int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
+  return gpsel::Main(argc, argv);
+}

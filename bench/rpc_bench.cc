@@ -25,6 +25,7 @@
 #include "core/score.h"
 #include "server/convert.h"
 #include "server/server.h"
+#include "core/linalg.h"
 
 namespace {
 
@@ -112,6 +113,7 @@ Stats RunClients(int port, const gpsel::v1::ScoreRequest& request, int clients, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
   double seconds = 3;
   int restarts = 5;
   int workers = 0;

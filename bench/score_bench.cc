@@ -1,8 +1,10 @@
 // Issue 2 benchmarks of the scoring core (Google Benchmark). bench/run_score_bench.sh runs them
 // next to scikit-learn and prints the side-by-side table; results live in bench/RESULTS.md.
 //
-//   BM_Score/<n>/<kernel>   ScoreKernel with every metric: MLL fit + MAP fit (5 restarts each,
-//                           L-BFGS-B) + Laplace Hessian; kernel 0 = SE, 1 = SE+LIN.
+//   BM_Score/<n>/<kernel>/<threads>
+//                           ScoreKernel with every metric: MLL fit + MAP fit (5 restarts each,
+//                           L-BFGS-B) + Laplace Hessian; kernel 0 = SE, 1 = SE+LIN; the starts of
+//                           each fit on 1 or 2 threads (FitOptions::threads, same result).
 //   BM_LogLikGrad/<n>       one GpModel::LogLikelihood with gradient (SE+LIN)
 //   BM_EigenLLT/<n>         bare Eigen::LLT of the same n×n covariance (the reference)
 //   BM_LapackPotrf/<n>      bare LAPACK dpotrf of it
@@ -112,6 +114,7 @@ void BM_Score(benchmark::State& state) {
   const gpsel::KernelExpr kernel = Kernel(kernel_text);
   gpsel::ScoreOptions options;  // 5 restarts per fit, standardised y, seed 0
   options.metrics = gpsel::AllMetrics();
+  options.fit.threads = static_cast<int>(state.range(2));
   gpsel::KernelScore score;
   for (auto _ : state) {
     absl::StatusOr<gpsel::KernelScore> s = gpsel::ScoreKernel(data, kernel, options);
@@ -214,8 +217,8 @@ void Sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Score)
-    ->ArgsProduct({{50, 200, 1000}, {0, 1}})
-    ->ArgNames({"n", "kernel"})
+    ->ArgsProduct({{50, 200, 1000}, {0, 1}, {1, 2}})
+    ->ArgNames({"n", "kernel", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
@@ -230,6 +233,7 @@ BENCHMARK(BM_SpdInverse)->Apply(Sizes);
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
   // Take --data_dir=DIR out before Google Benchmark parses its own flags.
   int kept = 1;
   for (int i = 1; i < argc; ++i) {

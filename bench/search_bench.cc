@@ -16,6 +16,7 @@
 #include "core/gp_model.h"
 #include "core/kernel_expr.h"
 #include "core/search.h"
+#include "core/linalg.h"
 
 namespace gpsel {
 namespace {
@@ -127,4 +128,11 @@ BENCHMARK_CAPTURE(BM_Cks, mll, std::string("mll"))
 }  // namespace
 }  // namespace gpsel
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -4,8 +4,10 @@
 #include <memory>
 
 #include "client/cli_common.h"
+#include "core/linalg.h"
 
 int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
   CLI::App app{"gpsel: which Gaussian-process kernel does your data support?\n"
                "Scores kernels with MLL, MAP, AIC, BIC and the Laplace metrics of the paper, "
                "searches kernel structure and computes the evidence by nested sampling."};

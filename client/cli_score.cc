@@ -1,7 +1,9 @@
 // `gpsel score`: fit each kernel and print the paper's metrics, one row per kernel, the best
 // value of every metric column marked; or JSON with --json. In-process unless --server is given.
 #include <iostream>
+#include <algorithm>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +18,7 @@ struct ScoreFlags {
   FitFlags fit;
   std::string metrics = "mll,map,aic,bic,lap,lap0,lap_aic,lap_bic";
   std::vector<double> laplace_r;
+  int threads = 0;  // 0: one per core
 };
 
 void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric>& metrics,
@@ -81,6 +84,9 @@ int RunScore(const ScoreFlags& flags) {
   ScoreOptions options;
   options.fit.restarts = flags.fit.restarts;
   options.fit.seed = flags.fit.seed;
+  options.fit.threads = flags.threads > 0
+                            ? flags.threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   options.standardize = !flags.fit.no_standardize;
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;
@@ -136,6 +142,10 @@ GPSEL_REGISTER_COMMAND(score, "score",
                          sub.add_option("--metrics", flags->metrics,
                                         "comma-separated metrics or 'all' (adds lap_bic_half)")
                              ->capture_default_str();
+                         sub.add_option("--threads", flags->threads,
+                                        "fit the random starts in parallel on N threads "
+                                        "(default 0 = one per core; same result for any N)")
+                             ->check(CLI::Range(0, 256));
                          sub.add_option("--laplace-r", flags->laplace_r,
                                         "extra Laplace variant with minimal correction r "
                                         "(repeatable)");

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/thread_pool.h"
 
 namespace gpsel {
 
@@ -86,6 +88,37 @@ class NegativeObjective {
   Eigen::VectorXd best_gradient_;
 };
 
+// What one start of a fit produced.
+struct StartOutcome {
+  absl::Status status;  // non-OK only for a cancellation
+  bool ok = false;      // produced a finite optimum
+  Eigen::VectorXd raw;
+  double value = -std::numeric_limits<double>::infinity();
+  int iterations = 0;
+  int evaluations = 0;
+};
+
+// Makes a caller's progress callback safe to call from several starts at once: calls are
+// serialised, and once it has returned an error every later call returns that error without
+// calling it again (so all starts stop on one cancellation).
+class SerializedProgress {
+ public:
+  explicit SerializedProgress(const ProgressCallback& callback) : callback_(callback) {}
+  ProgressCallback Callback() {
+    if (!callback_) return nullptr;
+    return [this](const Progress& progress) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopped_.ok()) stopped_ = callback_(progress);
+      return stopped_;
+    };
+  }
+
+ private:
+  const ProgressCallback& callback_;
+  std::mutex mutex_;
+  absl::Status stopped_;
+};
+
 // The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian.
 absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
                                                        FitObjective objective,
@@ -137,6 +170,8 @@ absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objecti
 // Positive curvature of the objective larger than this (in raw units) makes a stationary point a
 // saddle, not a maximum.
 constexpr double kSaddleCurvature = 1e-6;
+// A Newton step's predicted gain ½gᵀ(−H)⁻¹g below this (relative to the objective) is rounding.
+constexpr double kNegligibleGain = 1e-11;
 
 // Polishes a fit's end point into a stationary local maximum with Levenberg–Marquardt-damped
 // Newton steps on the exact Hessian. L-BFGS-B can stop short of one: on periodic kernels the
@@ -186,9 +221,18 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
     }
     const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(negative_hessian);
     const Eigen::VectorXd& lambda = eigen.eigenvalues();  // ascending
+    const Eigen::VectorXd projected = eigen.eigenvectors().transpose() * gradient;
+    // Converged when the gradient is small, or when the local quadratic model promises no gain
+    // above rounding: along a very stiff direction (curvature 1e6 and more on PER.period) a
+    // gradient of 1e-4 is worth 1e-14 of objective, and no step can realise it.
+    const bool small_gradient = ProjectedGradientNorm(here->gradient, free) <=
+                                options.gradient_tolerance * std::max(1.0, x.norm());
+    const bool negligible_gain =
+        lambda(0) > 0 && 0.5 * (projected.array().square() / lambda.array()).sum() <=
+                             kNegligibleGain * std::max(1.0, std::abs(value));
+    if (negligible_gain) break;
     bool moved = false;
-    if (ProjectedGradientNorm(here->gradient, free) <=
-        options.gradient_tolerance * std::max(1.0, x.norm())) {
+    if (small_gradient) {
       if (lambda(0) >= -kSaddleCurvature) break;  // a local maximum
       Eigen::VectorXd direction = Eigen::VectorXd::Zero(x.size());
       for (int a = 0; a < m; ++a) direction(free[a]) = eigen.eigenvectors()(a, 0);
@@ -200,7 +244,6 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
     } else {
       const double scale = std::max(lambda.cwiseAbs().maxCoeff(), 1e-300);
       mu = std::max(mu, std::max(0.0, -lambda(0)) + 1e-12 * scale);
-      const Eigen::VectorXd projected = eigen.eigenvectors().transpose() * gradient;
       for (int t = 0; t < kMaxHalvings && !moved; ++t) {
         const Eigen::VectorXd newton =
             eigen.eigenvectors() * (projected.array() / (lambda.array() + mu)).matrix();
@@ -223,6 +266,9 @@ absl::Status FitOptions::Validate() const {
     return absl::InvalidArgumentError("restarts: must be between 1 and 1000");
   }
   if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be ≥ 1");
+  if (threads < 1 || threads > 256) {
+    return absl::InvalidArgumentError("threads: must be between 1 and 256");
+  }
   if (!(gradient_tolerance > 0) || !(relative_tolerance >= 0)) {
     return absl::InvalidArgumentError("gradient_tolerance/relative_tolerance: must be positive");
   }
@@ -271,11 +317,11 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
 
   const int total_starts = options.restarts + (options.warm_start ? 1 : 0);
   const char* stage = objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit";
-  FitResult result;
-  result.objective = objective;
-  result.starts = total_starts;
-  double best = -std::numeric_limits<double>::infinity();
-  for (int start = 0; start < total_starts; ++start) {
+
+  // One start: L-BFGS-B from its point, then the Newton polish if it stopped short. Depends only
+  // on (seed, objective, start), never on other starts, so starts can run in any order/thread.
+  auto run_start = [&](int start, const ProgressCallback& report) {
+    StartOutcome out;
     Eigen::VectorXd x(u);
     if (start < options.restarts) {
       std::mt19937_64 rng(MixSeed(options.seed, static_cast<uint64_t>(objective), start));
@@ -287,9 +333,9 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     x = x.cwiseMax(lower).cwiseMin(upper);
     Progress p{stage, static_cast<double>(start) / total_starts,
                absl::StrCat("start ", start + 1, "/", total_starts)};
-    if (absl::Status s = ReportProgress(progress, p); !s.ok()) return s;
+    if (out.status = ReportProgress(report, p); !out.status.ok()) return out;
 
-    NegativeObjective f(model, objective, progress, p);
+    NegativeObjective f(model, objective, report, p);
     double fx = 0.0;
     // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
     // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
@@ -303,11 +349,12 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
           Eigen::VectorXd no_gradient(0);
           f(x, no_gradient);
         } else {
-          result.iterations += solver.minimize(f, x, fx, lower, upper);
+          out.iterations += solver.minimize(f, x, fx, lower, upper);
         }
         break;
       } catch (const FitCancelled& cancelled) {
-        return cancelled.status;
+        out.status = cancelled.status;
+        return out;
       } catch (const std::exception&) {
         if (!f.has_best() || !(f.best_value() > previous_best + 1e-9 * std::abs(f.best_value()))) {
           break;
@@ -316,25 +363,63 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
         x = f.best_raw();
       }
     }
-    result.evaluations += f.evaluations();
-    if (!f.has_best()) continue;
-    ++result.successful_restarts;
-    Eigen::VectorXd end = f.best_raw();
-    double end_value = f.best_value();
-    const std::vector<int> free = FreeComponents(end, f.best_gradient(), options.raw_lower_bound,
-                                                 options.raw_upper_bound);
+    out.evaluations = f.evaluations();
+    if (!f.has_best()) return out;
+    out.ok = true;
+    out.raw = f.best_raw();
+    out.value = f.best_value();
+    const std::vector<int> free = FreeComponents(out.raw, f.best_gradient(),
+                                                 options.raw_lower_bound, options.raw_upper_bound);
     if (u > 0 && ProjectedGradientNorm(f.best_gradient(), free) >
-                     options.gradient_tolerance * std::max(1.0, end.norm())) {
-      if (absl::Status s = NewtonPolish(model, objective, options, progress, p, end, end_value,
-                                        result.evaluations, result.iterations);
-          !s.ok()) {
-        return s;
-      }
+                     options.gradient_tolerance * std::max(1.0, out.raw.norm())) {
+      out.status = NewtonPolish(model, objective, options, report, p, out.raw, out.value,
+                                out.evaluations, out.iterations);
     }
-    if (end_value > best) {
-      best = end_value;
+    return out;
+  };
+
+  std::vector<StartOutcome> outcomes(total_starts);
+  const int threads = std::min(options.threads, total_starts);
+  if (threads <= 1) {
+    for (int start = 0; start < total_starts; ++start) {
+      outcomes[start] = run_start(start, progress);
+      if (!outcomes[start].status.ok()) return outcomes[start].status;
+    }
+  } else {
+    SerializedProgress serialized(progress);
+    const ProgressCallback report = serialized.Callback();
+    WaitGroup done;
+    {
+      ThreadPool pool(threads);
+      for (int start = 0; start < total_starts; ++start) {
+        done.Add(1);
+        pool.Schedule([&, start] {
+          outcomes[start] = run_start(start, report);
+          done.Done();
+        });
+      }
+      done.Wait();
+    }
+    for (const StartOutcome& outcome : outcomes) {
+      if (!outcome.status.ok()) return outcome.status;
+    }
+  }
+
+  // Combined in start order, so the winner (first best) does not depend on the thread count.
+  FitResult result;
+  result.objective = objective;
+  result.starts = total_starts;
+  double best = -std::numeric_limits<double>::infinity();
+  for (int start = 0; start < total_starts; ++start) {
+    const StartOutcome& outcome = outcomes[start];
+    result.iterations += outcome.iterations;
+    result.evaluations += outcome.evaluations;
+    if (!outcome.ok) continue;
+    ++result.successful_restarts;
+    if (outcome.value > best) {
+      best = outcome.value;
       result.best_restart = start;
-      result.raw = std::move(end);
+      result.raw = outcome.raw;
     }
   }
   if (result.successful_restarts == 0) {

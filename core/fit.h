@@ -24,6 +24,10 @@ struct FitOptions {
   int restarts = 5;                 // random starts drawn from the prior (≥ 1)
   uint64_t seed = 0;                // same seed ⇒ same starts ⇒ same result
   int max_iterations = 300;         // L-BFGS iterations per start
+  // Starts fitted in parallel on this many threads (1 = in the caller's thread). The result is
+  // identical for any value; kernel search and the server keep 1 because they already run
+  // candidates/requests in parallel.
+  int threads = 1;
   double gradient_tolerance = 1e-6; // stop when the projected gradient ‖g‖∞ < tol·max(1, ‖r‖)
   double relative_tolerance = 1e-12;// or when the objective changes relatively less than this
   // Box on the raw values. The lower bound keeps softplus(r) ≥ 9e-14 so that derivatives of the

@@ -128,10 +128,12 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
   out->full_raw = ExpandRaw(free_raw);
   const double noise_raw = out->full_raw(out->full_raw.size() - 1);
   evaluator_->Evaluate(*geometry_, out->full_raw, with_derivatives, &out->values);
-  Eigen::MatrixXd k = evaluator_->Root(out->values).k;
+  // The root's own matrix is not read again (derivatives come from dk and from product
+  // operands' values), so it is moved into the factorisation.
+  Eigen::MatrixXd k = std::move(evaluator_->Root(out->values).k);
   k.diagonal().array() += kNoiseFloor + Softplus(noise_raw);
   out->noise_slope = Sigmoid(noise_raw);
-  if (absl::Status s = out->cholesky.Compute(k); !s.ok()) return s;
+  if (absl::Status s = out->cholesky.Compute(std::move(k)); !s.ok()) return s;
   out->alpha = out->cholesky.Solve(y_);
   const double n = static_cast<double>(y_.size());
   out->value = -0.5 * y_.dot(out->alpha) - 0.5 * out->cholesky.LogDeterminant() - 0.5 * n * kLog2Pi;
@@ -146,16 +148,18 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
   Factorized f;
   if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
   if (gradient) {
-    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ (Rasmussen & Williams eq. 5.9).
+    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ (Rasmussen & Williams eq. 5.9), evaluated as
+    // ½ (αᵀK_iα − Σ K⁻¹ ∘ K_i) so that W itself is never formed.
     const int noise_index = static_cast<int>(parameters_.size()) - 1;
-    Eigen::MatrixXd w = f.cholesky.Inverse();
-    w = f.alpha * f.alpha.transpose() - w;
+    const Eigen::MatrixXd k_inverse = f.cholesky.Inverse();
     const auto& dk = evaluator_->Root(f.values).dk;
     gradient->resize(num_free());
     for (int k = 0; k < num_free(); ++k) {
       const int i = free_index_[k];
-      (*gradient)(k) = i == noise_index ? 0.5 * f.noise_slope * w.trace()
-                                        : 0.5 * (w.array() * dk[i].array()).sum();
+      (*gradient)(k) =
+          i == noise_index
+              ? 0.5 * f.noise_slope * (f.alpha.squaredNorm() - k_inverse.trace())
+              : 0.5 * (f.alpha.dot(dk[i] * f.alpha) - (k_inverse.array() * dk[i].array()).sum());
     }
   }
   return f.value;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <malloc.h>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -85,17 +86,28 @@ void InvertLowerTriangular(int n, double* a, int lda) {
 
 }  // namespace
 
-absl::Status SpdFactorization::Compute(const Eigen::MatrixXd& matrix) {
+void ConfigureAllocatorForLargeMatrices() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
+absl::Status SpdFactorization::Compute(Eigen::MatrixXd matrix) {
   const int n = static_cast<int>(matrix.rows());
   const double mean_diagonal = matrix.diagonal().mean();
   if (!std::isfinite(mean_diagonal)) {
     return absl::FailedPreconditionError("covariance matrix has non-finite entries");
   }
+  // Factorised in place: dpotrf("L") overwrites only the lower triangle and diagonal, so the
+  // strict upper triangle still holds the matrix for a retry with more jitter (no second copy).
+  factor_ = std::move(matrix);
+  const Eigen::VectorXd diagonal = factor_.diagonal();
   static constexpr double kJitters[] = {0.0, 1e-10, 1e-8, 1e-6};
   for (double relative : kJitters) {
-    factor_ = matrix;
     jitter_ = relative * std::abs(mean_diagonal);
-    if (jitter_ > 0) factor_.diagonal().array() += jitter_;
+    if (relative > 0) {
+      factor_.triangularView<Eigen::StrictlyLower>() = factor_.transpose();
+      factor_.diagonal() = diagonal.array() + jitter_;
+    }
     int info = 0;
     {
       LapackGuard guard;

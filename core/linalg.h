@@ -10,18 +10,28 @@
 
 namespace gpsel {
 
+// Keeps freed n×n work matrices in the process heap instead of returning them to the kernel.
+// A likelihood evaluation allocates a handful of n×n matrices (n = 200: 320 kB each, above
+// glibc's 128 kB mmap threshold); by default each is mmap'ed, page-faulted in, zeroed by the
+// kernel and unmapped again, which cost ~40 % of an evaluation at n = 200 (bench/RESULTS.md).
+// Raises the mmap threshold to 64 MB and the trim threshold to 512 MB (mallopt). Process-wide,
+// so it is called from the binaries' main(), not from the library; harmless to call twice.
+void ConfigureAllocatorForLargeMatrices();
+
 class SpdFactorization {
  public:
-  // Factorises `matrix` (copied) as L Lᵀ. When it is not numerically positive definite, retries
-  // with diagonal jitter 1e-10, 1e-8, 1e-6 times the mean diagonal; FAILED_PRECONDITION after.
-  absl::Status Compute(const Eigen::MatrixXd& matrix);
+  // Factorises the symmetric `matrix` (pass an rvalue to avoid the copy) as L Lᵀ. When it is not
+  // numerically positive definite, retries with diagonal jitter 1e-10, 1e-8, 1e-6 times the mean
+  // diagonal; FAILED_PRECONDITION after.
+  absl::Status Compute(Eigen::MatrixXd matrix);
   double jitter() const { return jitter_; }
   double LogDeterminant() const;
   Eigen::VectorXd Solve(const Eigen::VectorXd& rhs) const;
   Eigen::MatrixXd Solve(const Eigen::MatrixXd& rhs) const;
   // The full symmetric inverse (LAPACK dpotri on a copy of the factor).
   Eigen::MatrixXd Inverse() const;
-  const Eigen::MatrixXd& lower() const { return factor_; }  // lower triangle holds L
+  // The lower triangle holds L; the strict upper triangle holds the factorised matrix's.
+  const Eigen::MatrixXd& lower() const { return factor_; }
 
  private:
   Eigen::MatrixXd factor_;

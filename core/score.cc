@@ -326,7 +326,7 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
   Eigen::MatrixXd k = model->CrossCovariance(none, data.x, data.x);
   k.diagonal().array() += noise;
   SpdFactorization cholesky;
-  if (absl::Status s = cholesky.Compute(k); !s.ok()) return s;
+  if (absl::Status s = cholesky.Compute(std::move(k)); !s.ok()) return s;
   const Eigen::MatrixXd k_star = model->CrossCovariance(none, data.x, x_new);  // n × m
   const Eigen::VectorXd alpha = cholesky.Solve(model->y());
   const Eigen::MatrixXd solved = cholesky.Solve(k_star);

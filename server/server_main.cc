@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/server.h"
+#include "core/linalg.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ std::string TrimmedFileContents(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpsel::ConfigureAllocatorForLargeMatrices();
   gpsel::ServerOptions options;
   gpsel::ServiceLimits& limits = options.service.limits;
   double job_lease_seconds = absl::ToDoubleSeconds(options.jobs.lease);

@@ -10,6 +10,7 @@
 #include "core/fit.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -132,8 +133,9 @@ void ExpectStationaryLocalMaximum(const GpModel& model, FitObjective objective,
                                       : fit->log_likelihood + fit->log_prior);
   EXPECT_EQ(fit->values, model.NaturalValues(fit->raw));
 
-  // Stationary: the stopping rule is ‖g‖ < tol·max(1, ‖r‖); allow 10× for the best-seen point
-  // LBFGSpp may leave through an exception. Components at a bound are exempt.
+  // Stationary: ‖g‖∞ < tol·max(1, ‖r‖) (allowing 10×), or — along very stiff directions, where
+  // rounding leaves a gradient that no step can use — a Newton step that would gain less than
+  // 1e-10 of the objective. Components at a bound are exempt.
   const Eigen::VectorXd g = ObjectiveGradient(model, objective, fit->raw);
   const double tolerance =
       10.0 * options.gradient_tolerance * std::max(1.0, fit->raw.norm());
@@ -141,20 +143,32 @@ void ExpectStationaryLocalMaximum(const GpModel& model, FitObjective objective,
   for (int k = 0; k < g.size(); ++k) {
     const bool at_bound = fit->raw(k) <= options.raw_lower_bound + 1e-8 ||
                           fit->raw(k) >= options.raw_upper_bound - 1e-8;
-    if (at_bound) continue;
-    interior.push_back(k);
-    EXPECT_LE(std::abs(g(k)), tolerance)
-        << model.free_names()[k] << " raw " << fit->raw.transpose();
+    if (!at_bound) interior.push_back(k);
+  }
+  const Eigen::MatrixXd h = ObjectiveHessian(model, objective, fit->raw);
+  const int m = static_cast<int>(interior.size());
+  Eigen::MatrixXd hi(m, m);
+  Eigen::VectorXd gi(m);
+  for (int a = 0; a < m; ++a) {
+    gi(a) = g(interior[a]);
+    for (int b = 0; b < m; ++b) hi(a, b) = h(interior[a], interior[b]);
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(hi);
+  const Eigen::VectorXd projected = eig.eigenvectors().transpose() * gi;
+  const bool negligible_gain =
+      m > 0 && eig.eigenvalues().maxCoeff() < 0 &&
+      0.5 * (projected.array().square() / (-eig.eigenvalues().array())).sum() <=
+          1e-10 * std::max(1.0, std::abs(fit->objective_value));
+  if (!negligible_gain) {
+    for (int k : interior) {
+      EXPECT_LE(std::abs(g(k)), tolerance)
+          << model.free_names()[k] << " raw " << fit->raw.transpose() << " grad "
+          << g.transpose() << "\n" << fit->Summary();
+    }
   }
   // A local maximum: the Hessian of the objective restricted to the interior parameters has
   // no clearly positive eigenvalue, and no nearby point does better.
-  const Eigen::MatrixXd h = ObjectiveHessian(model, objective, fit->raw);
-  Eigen::MatrixXd hi(interior.size(), interior.size());
-  for (size_t a = 0; a < interior.size(); ++a) {
-    for (size_t b = 0; b < interior.size(); ++b) hi(a, b) = h(interior[a], interior[b]);
-  }
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(hi, Eigen::EigenvaluesOnly);
-  if (hi.size() > 0) EXPECT_LE(eig.eigenvalues().maxCoeff(), 1e-6);
+  if (m > 0) EXPECT_LE(eig.eigenvalues().maxCoeff(), 1e-6) << fit->Summary();
   std::mt19937_64 rng(1);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int t = 0; t < 20; ++t) {
@@ -187,21 +201,18 @@ TEST(FitStationaryTest, MllAndMapFitsEndAtStationaryLocalMaxima) {
 }
 
 // Periodic kernels are where L-BFGS-B alone used to stop short (line-search failures with |g| of
-// 1–170 along PER.period, curvature ~1e6 there): the exact-Hessian Newton polish in fit.cc must
-// leave every fit stationary, over many datasets.
-TEST(FitStationaryTest, PeriodicKernelFitsAreStationaryOverManyDatasets) {
+// 1e-4–170 along PER.period, curvature up to 1e12 there): the exact-Hessian Newton polish in
+// fit.cc must leave every fit stationary, over many datasets. MAP fits only: the prior makes the
+// maximum interior, whereas the MLL may have none (e.g. PER*LIN+SE on seed 8 climbs a ridge
+// towards PER.lengthscale → ∞, where PER is constant and the period irrelevant).
+TEST(FitStationaryTest, PeriodicKernelMapFitsAreStationaryOverManyDatasets) {
   const FitOptions options;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     const Dataset data = Periodic(seed, 30);
     for (const char* kernel : {"SE*PER+LIN", "C*PER+C", "PER*LIN+SE"}) {
-      const GpModel model = MakeModel(Kernel(kernel), data);
-      for (FitObjective objective :
-           {FitObjective::kMaximumLikelihood, FitObjective::kMaximumAPosteriori}) {
-        SCOPED_TRACE(::testing::Message()
-                     << kernel << " seed " << seed
-                     << (objective == FitObjective::kMaximumLikelihood ? " MLL" : " MAP"));
-        ExpectStationaryLocalMaximum(model, objective, options);
-      }
+      SCOPED_TRACE(::testing::Message() << kernel << " seed " << seed);
+      ExpectStationaryLocalMaximum(MakeModel(Kernel(kernel), data),
+                                   FitObjective::kMaximumAPosteriori, options);
     }
   }
 }
@@ -250,6 +261,58 @@ TEST(FitDeterminismTest, SameSeedGivesBitIdenticalResults) {
       EXPECT_EQ(a->values, other->values);
     }
   }
+}
+
+TEST(FitDeterminismTest, ParallelStartsGiveTheSameResultAsSerial) {
+  const Dataset data = Periodic(3, 30);
+  const GpModel model = MakeModel(Kernel("SE*PER+LIN"), data);
+  for (FitObjective objective :
+       {FitObjective::kMaximumLikelihood, FitObjective::kMaximumAPosteriori}) {
+    FitOptions options;
+    options.seed = 77;
+    options.restarts = 6;
+    options.warm_start = Eigen::VectorXd::Zero(model.num_free());
+    absl::StatusOr<FitResult> serial = FitHyperparameters(model, objective, options);
+    ASSERT_TRUE(serial.ok()) << serial.status();
+    for (int threads : {2, 3, 8}) {
+      options.threads = threads;
+      std::atomic<int> calls{0};
+      ProgressCallback count = [&](const Progress&) {
+        ++calls;
+        return absl::OkStatus();
+      };
+      absl::StatusOr<FitResult> parallel = FitHyperparameters(model, objective, options, count);
+      ASSERT_TRUE(parallel.ok()) << parallel.status();
+      EXPECT_TRUE(BitIdentical(serial->raw, parallel->raw)) << threads << " threads";
+      EXPECT_EQ(serial->objective_value, parallel->objective_value);
+      EXPECT_EQ(serial->best_restart, parallel->best_restart);
+      EXPECT_EQ(serial->iterations, parallel->iterations);
+      EXPECT_EQ(serial->evaluations, parallel->evaluations);
+      EXPECT_EQ(serial->successful_restarts, parallel->successful_restarts);
+      EXPECT_GE(calls.load(), options.restarts + 1);
+    }
+  }
+}
+
+TEST(FitRestartsTest, ParallelStartsStopOnOneCancellation) {
+  const Dataset data = Periodic();
+  const GpModel model = MakeModel(Kernel("SE*PER+LIN"), data);
+  FitOptions options;
+  options.restarts = 8;
+  options.threads = 4;
+  std::atomic<int> calls{0};
+  ProgressCallback cancel_soon = [&](const Progress&) {
+    return ++calls >= 3 ? absl::CancelledError("stop") : absl::OkStatus();
+  };
+  absl::StatusOr<FitResult> fit =
+      FitHyperparameters(model, FitObjective::kMaximumAPosteriori, options, cancel_soon);
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kCancelled);
+  // After the cancel the callback is not called again: each start asks once at its beginning
+  // and the wrapper answers from then on without calling it.
+  EXPECT_EQ(calls.load(), 3);
+  options.threads = 0;
+  EXPECT_EQ(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FitDeterminismTest, OtherSeedsFindTheSameOptimumOnThePaperExample) {
