@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   int restarts = 5;
   unsigned long long seed = 0;
   bool fix_period = false;
+  int threads = 2;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--data=", 7) == 0) {
       path = argv[i] + 7;
@@ -59,11 +60,14 @@ int main(int argc, char** argv) {
       restarts = std::atoi(argv[i] + 11);
     } else if (std::strncmp(argv[i], "--seed=", 7) == 0) {
       seed = std::strtoull(argv[i] + 7, nullptr, 10);
+    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      threads = std::atoi(argv[i] + 10);
     } else if (std::strcmp(argv[i], "--fix_period") == 0) {
       fix_period = true;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--data=PATH] [--restarts=N] [--seed=S] [--fix_period]\n", argv[0]);
+                   "usage: %s [--data=PATH] [--restarts=N] [--seed=S] [--threads=N (2)] "
+                   "[--fix_period]\n", argv[0]);
       return 2;
     }
   }
@@ -73,9 +77,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("Mauna Loa: %s, n = %d, x in years, y standardised; %d restarts per fit, seed %llu, "
-              "PER.period %s\n\n",
+              "PER.period %s, starts on %d threads\n\n",
               path.c_str(), data->num_points(), restarts, seed,
-              fix_period ? "fixed at 1" : "free");
+              fix_period ? "fixed at 1" : "free", threads);
 
   const char* kRows[] = {"lap", "lap0", "lap_aic", "lap_bic", "lap_bic_half",
                          "aic", "bic", "mll", "map"};
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
     options.metrics = gpsel::AllMetrics();
     options.fit.restarts = restarts;
     options.fit.seed = seed;
+    options.fit.threads = threads;
     if (fix_period) {
       // Every PER leaf; k2 has exactly one.
       options.hyperparameters.fixed_values["PER.period"] = 1.0;

@@ -157,6 +157,8 @@ int KernelEvaluator::Build(const KernelExpr& expr) {
 PairGeometry KernelEvaluator::MakeGeometry(const Eigen::MatrixXd& x1,
                                            const Eigen::MatrixXd& x2) const {
   PairGeometry geometry;
+  geometry.symmetric = &x1 == &x2 || (x1.rows() == x2.rows() && x1.cols() == x2.cols() &&
+                                      (x1.array() == x2.array()).all());
   for (const Node& node : nodes_) {
     if (node.kind != KernelExpr::Kind::kBase) continue;
     auto [it, inserted] = geometry.by_dim.try_emplace(node.active_dim);
@@ -181,6 +183,27 @@ PairGeometry KernelEvaluator::MakeGeometry(const Eigen::MatrixXd& x1,
   return geometry;
 }
 
+namespace {
+
+// out = f(in) elementwise, for an Eigen array expression f. With `symmetric` (square `in`), f is
+// evaluated on the upper triangle only, column by column, and mirrored: half the exp/sin calls,
+// which dominate a kernel evaluation.
+template <typename F>
+void Elementwise(const MatrixXd& in, bool symmetric, const F& f, MatrixXd* out) {
+  if (!symmetric) {
+    out->noalias() = f(in.array()).matrix();
+    return;
+  }
+  const Eigen::Index n = in.rows();
+  out->resize(n, n);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    out->col(j).head(j + 1) = f(in.col(j).head(j + 1).array()).matrix();
+  }
+  out->triangularView<Eigen::StrictlyLower>() = out->transpose();
+}
+
+}  // namespace
+
 void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometry,
                                    const Eigen::VectorXd& raw, bool with_gradient,
                                    NodeValue* value) const {
@@ -197,11 +220,13 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
   // Same formulas as BaseKernelNatural, with σ(r) folded into the scalar factors.
   MatrixXd& k = value->k;
   std::vector<MatrixXd>& dk = value->dk;
+  const bool sym = geometry.symmetric;
   dk.resize(with_gradient ? m : 0);
   switch (leaf.base) {
     case BaseKernel::kSE: {
       const double l = theta[0];
-      k.noalias() = (g.squared_distance.array() * (-0.5 / (l * l))).exp().matrix();
+      const double c = -0.5 / (l * l);
+      Elementwise(g.squared_distance, sym, [c](const auto& d2) { return (d2 * c).exp(); }, &k);
       if (with_gradient) {  // k d²/ℓ³
         dk[0].noalias() =
             (k.array() * g.squared_distance.array() * (slope[0] / (l * l * l))).matrix();
@@ -210,7 +235,8 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT12: {
       const double l = theta[0];
-      k.noalias() = (g.distance.array() * (-1.0 / l)).exp().matrix();
+      const double c = -1.0 / l;
+      Elementwise(g.distance, sym, [c](const auto& d) { return (d * c).exp(); }, &k);
       if (with_gradient) {  // k z/ℓ, z = d/ℓ
         dk[0].noalias() = (k.array() * g.distance.array() * (slope[0] / (l * l))).matrix();
       }
@@ -218,7 +244,8 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT32: {
       const double l = theta[0], c = std::sqrt(3.0) / l;
-      k.noalias() = ((1.0 + c * g.distance.array()) * (-c * g.distance.array()).exp()).matrix();
+      Elementwise(g.distance, sym,
+                  [c](const auto& d) { return (1.0 + c * d) * (-c * d).exp(); }, &k);
       if (with_gradient) {  // z² e^{−z}/ℓ = k z²/((1+z)ℓ)
         const auto z = c * g.distance.array();
         dk[0].noalias() = (k.array() * z.square() / (1.0 + z) * (slope[0] / l)).matrix();
@@ -227,8 +254,12 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT52: {
       const double l = theta[0], c = std::sqrt(5.0) / l;
+      Elementwise(g.distance, sym,
+                  [c](const auto& d) {
+                    return (1.0 + c * d + (c * d).square() / 3.0) * (-c * d).exp();
+                  },
+                  &k);
       const auto z = c * g.distance.array();
-      k.noalias() = ((1.0 + z + z.square() / 3.0) * (-z).exp()).matrix();
       if (with_gradient) {  // z²(1+z)e^{−z}/(3ℓ) = k z²(1+z)/((1+z+z²/3)·3ℓ)
         dk[0].noalias() = (k.array() * z.square() * (1.0 + z) / (1.0 + z + z.square() / 3.0) *
                            (slope[0] / (3.0 * l)))
@@ -250,13 +281,17 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     case BaseKernel::kPER: {
       // k = exp(−2S/ℓ²), S = sin²A, A = πd/p; ∂k/∂ℓ = k·4S/ℓ³; ∂k/∂p = k·2 sin(2A)·A/(pℓ²).
       const double l = theta[0], p = theta[1];
-      const ArrayXXd a = (kPi / p) * g.distance.array();
-      const ArrayXXd s = a.sin().square();
-      k.noalias() = (s * (-2.0 / (l * l))).exp().matrix();
+      const double w = kPi / p;
+      MatrixXd s;
+      Elementwise(g.distance, sym, [w](const auto& d) { return (w * d).sin().square(); }, &s);
+      const double c = -2.0 / (l * l);
+      Elementwise(s, sym, [c](const auto& sv) { return (sv * c).exp(); }, &k);
       if (with_gradient) {
-        dk[0].noalias() = (k.array() * s * (4.0 * slope[0] / (l * l * l))).matrix();
-        dk[1].noalias() =
-            (k.array() * (2.0 * a).sin() * a * (2.0 * slope[1] / (p * l * l))).matrix();
+        dk[0].noalias() = (k.array() * s.array() * (4.0 * slope[0] / (l * l * l))).matrix();
+        MatrixXd a_sin_2a;  // A·sin(2A)
+        Elementwise(g.distance, sym,
+                    [w](const auto& d) { return (2.0 * w * d).sin() * (w * d); }, &a_sin_2a);
+        dk[1].noalias() = (k.array() * a_sin_2a.array() * (2.0 * slope[1] / (p * l * l))).matrix();
       }
       return;
     }
@@ -264,8 +299,10 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       // k = B^{−α}, B = 1 + q, q = d²/(2αℓ²); ∂k/∂ℓ = k·2αq/(ℓB); ∂k/∂α = k·(q/B − log B).
       const double l = theta[0], alpha = theta[1];
       const ArrayXXd q = g.squared_distance.array() * (1.0 / (2.0 * alpha * l * l));
-      const ArrayXXd log_b = q.log1p();
-      k.noalias() = (-alpha * log_b).exp().matrix();
+      MatrixXd log_b_matrix;
+      Elementwise(q.matrix(), sym, [](const auto& qv) { return qv.log1p(); }, &log_b_matrix);
+      const auto log_b = log_b_matrix.array();
+      Elementwise(log_b_matrix, sym, [alpha](const auto& lb) { return (-alpha * lb).exp(); }, &k);
       if (with_gradient) {
         dk[0].noalias() = (k.array() * q / (1.0 + q) * (2.0 * alpha * slope[0] / l)).matrix();
         dk[1].noalias() = (k.array() * (q / (1.0 + q) - log_b) * slope[1]).matrix();

@@ -28,6 +28,9 @@ struct PairGeometry {
     Eigen::MatrixXd dot;               // x·x'
   };
   std::map<int, ForDim> by_dim;  // key: active_dim (−1 = all columns)
+  // x1 and x2 are the same inputs: every matrix is symmetric, so the transcendental functions
+  // (exp, sin, log1p) are evaluated on the upper triangle only and mirrored.
+  bool symmetric = false;
 };
 
 class KernelEvaluator {

@@ -648,6 +648,13 @@ TEST(GpModelCovarianceTest, MatchesTheReferenceImplementationOnRectangularInputs
       // k(x1, x2) = k(x2, x1)ᵀ.
       EXPECT_LE((model.CrossCovariance(raw, x_new, data.x) - k.transpose()).cwiseAbs().maxCoeff(),
                 1e-13 * std::max(1.0, ref.cwiseAbs().maxCoeff()));
+      // Same inputs on both sides: the evaluator computes the upper triangle and mirrors it.
+      const Eigen::MatrixXd square = model.CrossCovariance(raw, data.x, data.x);
+      const Eigen::MatrixXd square_ref =
+          RefCovariance(kernel, RefNatural(model, raw), data.x, data.x);
+      EXPECT_LE((square - square_ref).cwiseAbs().maxCoeff(),
+                1e-12 * std::max(1.0, square_ref.cwiseAbs().maxCoeff()))
+          << text;
     }
   }
 }
