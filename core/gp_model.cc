@@ -87,6 +87,7 @@ double GpModel::NoiseVariance(const Eigen::VectorXd& free_raw) const {
 Eigen::MatrixXd GpModel::CrossCovariance(const Eigen::VectorXd& free_raw,
                                          const Eigen::MatrixXd& x1,
                                          const Eigen::MatrixXd& x2) const {
+  FlushDenormalsScope flush_denormals;
   const Eigen::VectorXd full = ExpandRaw(free_raw);
   std::vector<internal::KernelEvaluator::NodeValue> values;
   evaluator_->Evaluate(evaluator_->MakeGeometry(x1, x2), full, false, &values);
@@ -145,6 +146,7 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
 
 absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
                                               Eigen::VectorXd* gradient) const {
+  FlushDenormalsScope flush_denormals;
   Factorized f;
   if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
   if (gradient) {
@@ -167,6 +169,7 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
 
 absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
     const Eigen::VectorXd& free_raw) const {
+  FlushDenormalsScope flush_denormals;
   Factorized f;
   if (absl::Status s = Factorize(free_raw, true, &f); !s.ok()) return s;
   const int noise_index = static_cast<int>(parameters_.size()) - 1;

@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstddef>
 #include <malloc.h>
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +89,16 @@ void InvertLowerTriangular(int n, double* a, int lda) {
 }
 
 }  // namespace
+
+#if defined(__SSE2__)
+FlushDenormalsScope::FlushDenormalsScope() : saved_(_mm_getcsr()) {
+  _mm_setcsr(saved_ | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
+}
+FlushDenormalsScope::~FlushDenormalsScope() { _mm_setcsr(saved_); }
+#else
+FlushDenormalsScope::FlushDenormalsScope() = default;
+FlushDenormalsScope::~FlushDenormalsScope() = default;
+#endif
 
 void ConfigureAllocatorForLargeMatrices() {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
