@@ -1,5 +1,6 @@
-// `gpsel search`: Compositional Kernel Search on a dataset, in-process, with a live progress line
-// on a terminal. Prints the trace and the best kernel's metrics, or JSON with --json.
+// `gpsel search`: Compositional Kernel Search on a dataset, in-process or on a gpsel-server
+// (--server; the server streams progress), with a live progress line on a terminal. Prints the
+// trace and the best kernel's metrics, or JSON with --json.
 //
 //   gpsel search --data data/interpretable_linear.csv --base SE,LIN,MAT32 --depth 3 \
 //       --metric lap0 --beam 1 --threads 2 --json
@@ -156,6 +157,9 @@ GPSEL_REGISTER_COMMAND(
       sub.add_flag("--warm-start", flags->warm_start,
                    "also start each candidate's fit from its parent's optimum");
       AddFitFlags(sub, flags->fit);
+      sub.add_option("--server", flags->fit.server,
+                     "HOST:PORT of a gpsel-server: search there, progress streamed back "
+                     "(default: run in-process)");
       return [flags] { return RunSearch(*flags); };
     });
 

@@ -1,11 +1,39 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package gpsel needs to build, test, benchmark and run.
 # One script for README, .ci/run and docker/Dockerfile.
-#   scripts/install-deps.sh            build + test + bench dependencies (default)
+#   scripts/install-deps.sh            build + test + bench dependencies (default), and the tools
 #   scripts/install-deps.sh runtime    only the shared libraries the binaries need at run time
+#   scripts/install-deps.sh tools      only the tools from the npm registry (buf, for proto lint)
 set -euo pipefail
 
 mode="${1:-build}"
+
+# buf lints proto/ (ctest proto_buf_lint). It comes from the npm registry, pinned, into a tools
+# directory of the project's rather than system-wide, with the machine's node and npm; where
+# there is no npm (e.g. the Docker build stage) it is left out and the lint test says so.
+BUF_VERSION=1.75.0
+install_tools() {
+  local tools="${GPSEL_TOOLS_DIR:-${HOME:-/tmp}/.cache/gpsel-tools}"
+  local buf="$tools/node_modules/.bin/buf"
+  if [ -x "$buf" ] && [ "$("$buf" --version 2>/dev/null)" = "$BUF_VERSION" ]; then
+    echo "install-deps: buf $BUF_VERSION present in $tools"
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: npm not found, so buf is not installed (the proto lint test will be skipped)"
+    return 0
+  fi
+  echo "install-deps: installing buf $BUF_VERSION into $tools"
+  mkdir -p "$tools"
+  if ! npm install --prefix "$tools" --no-audit --no-fund --loglevel=error \
+      "@bufbuild/buf@$BUF_VERSION" >&2; then
+    echo "install-deps: npm could not install buf (the proto lint test will be skipped)"
+  fi
+}
+if [ "$mode" = tools ]; then
+  install_tools
+  exit 0
+fi
 
 build_packages=(
   build-essential cmake pkg-config git ca-certificates
@@ -30,6 +58,7 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ "$mode" = build ]; then install_tools; fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0

@@ -10,8 +10,7 @@
 //
 //   gpsel::ServiceMetrics metrics("0.1.0");
 //   builder.experimental().SetInterceptorCreators(metrics.InterceptorFactories());
-//   prometheus::Exposer exposer("127.0.0.1:9464");
-//   exposer.RegisterCollectable(metrics.registry());
+//   auto http = gpsel::MetricsHttpServer::Start("127.0.0.1:9464", metrics.registry());
 #ifndef GPSEL_SERVER_METRICS_H_
 #define GPSEL_SERVER_METRICS_H_
 

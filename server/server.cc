@@ -9,7 +9,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <prometheus/exposer.h>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
@@ -119,16 +118,14 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   }
 
   if (!options.metrics_listen.empty()) {
-    try {
-      server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
-    } catch (const std::exception& e) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_http =
+        MetricsHttpServer::Start(options.metrics_listen, server->metrics_->registry());
+    if (!metrics_http.ok()) {
       server->server_->Shutdown();
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
+      return metrics_http.status();
     }
-    server->exposer_->RegisterCollectable(server->metrics_->registry());
-    const std::vector<int> ports = server->exposer_->GetListeningPorts();
-    server->metrics_port_ = ports.empty() ? 0 : ports.front();
+    server->metrics_http_ = *std::move(metrics_http);
+    server->metrics_port_ = server->metrics_http_->port();
   }
 
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
@@ -180,7 +177,7 @@ void GpselServer::Shutdown() {
   }
   if (runner_) runner_->Stop();  // running jobs stop; their leases are released
   pool_.reset();                  // every admitted task has finished by now
-  exposer_.reset();
+  metrics_http_.reset();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shut_down_ = true;

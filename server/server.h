@@ -1,6 +1,6 @@
 // GpselServer: one gpsel-server process — the gRPC server (ModelSelectionService, standard
 // health service, reflection), its RPC worker pool, job workers, job store and the Prometheus
-// exposer — with a graceful shutdown. Used by server_main.cc and by the integration tests.
+// /metrics endpoint — with a graceful shutdown. Used by server_main.cc and by the integration tests.
 //
 //   gpsel::ServerOptions options;
 //   options.listen = "127.0.0.1:0";            // any free port
@@ -18,11 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/metrics_http.h"
 #include "server/service.h"
 
-namespace prometheus {
-class Exposer;
-}
 namespace grpc {
 class Server;
 }
@@ -74,7 +72,7 @@ class GpselServer {
   std::unique_ptr<JobRunner> runner_;
   std::unique_ptr<ModelSelectionServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   int metrics_port_ = 0;
   std::mutex mutex_;

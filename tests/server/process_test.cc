@@ -1,9 +1,18 @@
 // Tests that need processes: kill -9 of gpsel-server during a job (the job finishes after a
-// restart, once), the `gpsel` CLI against a server (remote output equals in-process output),
-// and an independent Python client reading the error details.
+// restart, once), the `gpsel` CLI against a server (remote output equals in-process output; the
+// search's progress streamed live to a terminal), and an independent Python client reading the
+// error details.
+#include <poll.h>
+#include <pty.h>
+
 #include <chrono>
 
 #include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +23,56 @@ namespace gpsel::testing {
 namespace {
 
 using ::testing::HasSubstr;
+
+// A command run with its stderr on a pseudo-terminal, as a person at a terminal sees it (the
+// CLI draws its progress line only there), and its stdout in a file.
+struct TerminalRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  absl::Time start;
+  absl::Time first_err = absl::InfiniteFuture();  // when the first stderr bytes arrived
+  absl::Time end;                                 // when the terminal closed (the CLI exited)
+};
+
+TerminalRun RunOnTerminal(const std::string& command, const std::filesystem::path& out_file) {
+  TerminalRun run;
+  int master = -1;
+  int slave = -1;
+  if (openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return run;
+  run.start = absl::Now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    const int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    dup2(in, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(slave, STDERR_FILENO);
+    close(master);
+    close(slave);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(slave);
+  char buffer[4096];
+  while (true) {
+    pollfd p{master, POLLIN, 0};
+    if (poll(&p, 1, 120000) <= 0) break;  // bounded: a hung CLI fails the test, not ctest
+    const ssize_t got = read(master, buffer, sizeof(buffer));
+    if (got <= 0) break;  // EIO once the last writer (the CLI) has exited
+    if (run.err.empty()) run.first_err = absl::Now();
+    run.err.append(buffer, got);
+  }
+  run.end = absl::Now();
+  close(master);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(out_file);
+  run.out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return run;
+}
 
 TEST(KillTest, JobSurvivesKillDashNineAndCompletesOnce) {
   const std::filesystem::path dir = MakeTempDir("gpsel-kill-test");
@@ -114,6 +173,73 @@ TEST_F(CliRemoteTest, ScoreRemoteEqualsInProcess) {
   CommandResult local_table = RunCommand(Cli(args));
   CommandResult remote_table = RunCommand(Cli(args + " --server " + address_));
   EXPECT_EQ(remote_table.output, local_table.output);
+}
+
+TEST_F(CliRemoteTest, SearchRemoteStreamsProgressAndEqualsInProcess) {
+  // 60 Mauna Loa months, depth 2 over three base kernels: 9 candidates, a few seconds, so
+  // progress has time to arrive while the search runs. One thread on both sides: the JSON
+  // reports it (remote `--threads 0` means 1 on the server, locally one per core).
+  const std::filesystem::path data = dir_ / "mauna_loa_60.csv";
+  {
+    std::ifstream in(DataPath("mauna_loa_monthly.csv"));
+    std::ofstream out(data);
+    std::string line;
+    for (int i = 0; i < 61 && std::getline(in, line); ++i) out << line << "\n";  // header + 60
+  }
+  const std::string args = absl::StrCat("search --data ", data.string(),
+                                        " --base SE,LIN,PER --depth 2 --seed 2 --threads 1 --json");
+  CommandResult local = RunCommand(Cli(args));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  TerminalRun remote = RunOnTerminal(Cli(args + " --server " + address_), dir_ / "remote.json");
+  ASSERT_EQ(remote.exit_code, 0) << remote.out << remote.err;
+
+  // The remote result is the in-process result, but for timings.
+  nlohmann::json local_json = nlohmann::json::parse(local.output);
+  nlohmann::json remote_json = nlohmann::json::parse(remote.out);
+  EXPECT_EQ(WithoutTimes(remote_json), WithoutTimes(local_json));
+  EXPECT_EQ(remote_json.at("candidates_scored"), 9);
+  EXPECT_EQ(remote_json.at("threads"), 1);
+
+  // The terminal saw the progress line redrawn ("\r\033[K[####....]  42% search step 1/2,
+  // candidate 2/3: ..."), moving forward through both steps, and cleared at the end.
+  std::vector<std::string> frames;
+  for (absl::string_view piece : absl::StrSplit(remote.err, "\r\033[K")) {
+    if (!piece.empty()) frames.emplace_back(piece);
+  }
+  ASSERT_GE(frames.size(), 3u) << remote.err;
+  EXPECT_TRUE(absl::EndsWith(remote.err, "\r\033[K")) << "progress line not cleared";
+  int previous_percent = -1;
+  bool saw_step_1 = false;
+  bool saw_step_2 = false;
+  for (const std::string& frame : frames) {
+    ASSERT_EQ(frame.front(), '[') << frame;
+    const size_t bracket = frame.find("] ");
+    ASSERT_NE(bracket, std::string::npos) << frame;
+    int percent = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(
+        absl::StripAsciiWhitespace(frame.substr(bracket + 2, frame.find('%') - bracket - 2)),
+        &percent))
+        << frame;
+    EXPECT_THAT(frame, HasSubstr(" search "));
+    // Candidate updates move forward. (The core reports the last candidate as 100% and the
+    // final re-scoring after it as 99%, so that one frame is left out.)
+    if (!absl::StrContains(frame, " step ")) continue;
+    EXPECT_GE(percent, previous_percent) << "progress went backwards: " << frame;
+    previous_percent = percent;
+    saw_step_1 = saw_step_1 || absl::StrContains(frame, "step 1/2");
+    saw_step_2 = saw_step_2 || absl::StrContains(frame, "step 2/2");
+  }
+  EXPECT_TRUE(saw_step_1 && saw_step_2) << remote.err;
+  // Live: the first update reached the terminal in the first half of the run, not in a burst
+  // when the result came.
+  EXPECT_LT(remote.first_err - remote.start, (remote.end - remote.start) / 2)
+      << "first progress after " << (remote.first_err - remote.start) << " of "
+      << (remote.end - remote.start);
+
+  // Without a terminal there is no progress line, and the output is the same.
+  CommandResult piped = RunCommand(Cli(args + " --server " + address_ + " 2>&1"));
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(piped.output)), WithoutTimes(local_json));
 }
 
 TEST_F(CliRemoteTest, HealthJobsAndPredict) {

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -145,6 +146,8 @@ class ServerProcess {
     if (pipe(out) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      // Dies with the test: a test binary that crashes or is killed leaves no server behind.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       dup2(out[1], STDOUT_FILENO);
       const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (err >= 0) dup2(err, STDERR_FILENO);
@@ -159,18 +162,26 @@ class ServerProcess {
       _exit(127);
     }
     close(out[1]);
-    // The first stdout line names the port: "gpsel-server listening on 127.0.0.1:PORT, ...".
+    // The first stdout line names the ports: "gpsel-server listening on 127.0.0.1:PORT,
+    // metrics on 127.0.0.1:PORT/metrics, store ..." (the metrics part only when enabled).
     FILE* stream = fdopen(out[0], "r");
-    char line[1024] = {0};
+    char line[4096] = {0};
     if (stream && fgets(line, sizeof(line), stream)) {
       const std::string text(line);
       const size_t colon = text.find("127.0.0.1:");
       if (colon != std::string::npos) port_ = std::atoi(text.c_str() + colon + 10);
+      constexpr char kMetrics[] = "metrics on 127.0.0.1:";
+      const size_t metrics = text.find(kMetrics);
+      if (metrics != std::string::npos) {
+        metrics_port_ = std::atoi(text.c_str() + metrics + sizeof(kMetrics) - 1);
+      }
     }
     if (stream) fclose(stream);
   }
   ~ServerProcess() { Kill(SIGKILL); }
   int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }  // 0 when metrics are disabled
+  pid_t pid() const { return pid_; }                  // -1 once killed
   void Kill(int signal) {
     if (pid_ <= 0) return;
     kill(pid_, signal);
@@ -182,6 +193,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = 0;
 };
 
 }  // namespace gpsel::testing

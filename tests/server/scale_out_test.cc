@@ -1,0 +1,386 @@
+// Scale-out tests with real processes: two gpsel-server binaries sharing one job queue.
+//   * kill -9 of the server that holds a running evidence job: the other server takes the job
+//     over once the lease expires and finishes it, once, with the result an uninterrupted run
+//     gives; jobs queued around the kill are neither lost nor duplicated.
+//   * concurrent submitters sending the same idempotency keys to both servers: one job per key.
+// The shared queue is PostgreSQL (GPSEL_TEST_POSTGRES_URL; skipped when unset, like the job
+// store suite) and, since several processes on one host may share it too, a SQLite file.
+#include <signal.h>
+#include <sys/types.h>
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/barrier.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "server/evidence_job.h"
+#include "server/job_store.h"
+#include "tests/jobstore/job_store_test_util.h"
+#include "tests/server/server_test_util.h"
+
+namespace gpsel::testing {
+namespace {
+
+enum class Backend { kSqlite, kPostgres };
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+}
+// Readable parameter in test names and failure messages (instead of "4-byte object <00-00>").
+void PrintTo(Backend backend, std::ostream* os) {
+  *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
+}
+
+// Short enough that the takeover happens within seconds, long enough (heartbeats every
+// lease/3) that a loaded 2-core machine does not let a live worker's lease lapse.
+constexpr int kLeaseSeconds = 2;
+
+// The value of one exact series line ("name{labels} value") of a Prometheus text page.
+std::optional<double> MetricValue(const std::string& page, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (!absl::StartsWith(line, series + " ")) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
+  }
+  return std::nullopt;
+}
+
+// Every job of the queue, through ListJobs pages.
+std::vector<v1::Job> AllJobs(Client& client) {
+  std::vector<v1::Job> jobs;
+  v1::ListJobsRequest request;
+  request.set_page_size(7);  // small pages: paging must not drop or repeat a job either
+  do {
+    absl::StatusOr<v1::ListJobsResponse> page = client.ListJobs(request);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (!page.ok()) break;
+    for (const v1::Job& job : page->jobs()) jobs.push_back(job);
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  return jobs;
+}
+
+// A quick evidence job (about a tenth of a second).
+v1::SubmitEvidenceRequest ShortRequest(const std::string& key, int seed) {
+  v1::SubmitEvidenceRequest request;
+  convert::ToProto(LoadData("interpretable_linear.csv"), request.mutable_dataset());
+  request.set_kernel("SE");
+  request.set_request_id(key);
+  request.mutable_options()->set_live_points(60);
+  request.mutable_options()->set_dlogz(0.2);
+  request.mutable_options()->set_seed(seed);
+  request.mutable_options()->mutable_fit()->set_standardize(false);
+  return request;
+}
+
+class ScaleOutTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("gpsel-scale-out-test");
+    if (GetParam() == Backend::kPostgres) {
+      const char* url = PostgresUrlFromEnv();
+      if (url == nullptr) GTEST_SKIP() << kPostgresSkipMessage;
+      // A schema of its own, so ctest -j can run other PostgreSQL tests at the same time.
+      absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(url);
+      ASSERT_TRUE(db.ok()) << db.status();
+      postgres_ = *std::move(db);
+      store_url_ = postgres_->url();
+    } else {
+      store_url_ = "sqlite:" + (dir_ / "jobs.db").string();
+    }
+  }
+  void TearDown() override {
+    servers_.clear();  // kill -9 whatever is left before the schema is dropped
+    postgres_.reset();
+    if (HasFailure()) {
+      std::cerr << "server logs kept in " << dir_ << "\n";  // to see why
+    } else {
+      std::filesystem::remove_all(dir_);
+    }
+  }
+
+  // Starts gpsel-server number `index` (its log is server-INDEX.log in the test directory).
+  ServerProcess* StartServer(int index, int job_workers) {
+    const std::vector<std::string> args = {
+        "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", store_url_,
+        "--workers", "1", "--job-workers", absl::StrCat(job_workers), "--job-lease",
+        absl::StrCat(kLeaseSeconds), "--watch-poll-ms", "50"};
+    const std::filesystem::path log = dir_ / absl::StrCat("server-", index, ".log");
+    servers_.push_back(std::make_unique<ServerProcess>(args, log));
+    EXPECT_GT(servers_.back()->port(), 0) << "gpsel-server did not start; see " << log;
+    return servers_.back().get();
+  }
+
+  std::string ServerLog(int index) const {
+    std::ifstream in(dir_ / absl::StrCat("server-", index, ".log"));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<PostgresTestDatabase> postgres_;
+  std::string store_url_;
+  std::vector<std::unique_ptr<ServerProcess>> servers_;
+};
+
+TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
+  ServerProcess* servers[2] = {StartServer(0, 1), StartServer(1, 1)};
+  ASSERT_GT(servers[0]->port(), 0);
+  ASSERT_GT(servers[1]->port(), 0);
+  std::unique_ptr<Client> clients[2] = {Connect(servers[0]->port()), Connect(servers[1]->port())};
+  // The test reads the lease owner straight from the shared store, as an operator would.
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(store_url_);
+  ASSERT_TRUE(store.ok()) << store.status();
+
+  // A job that runs for a few seconds (about 3 s alone on this 2-core machine), so that it is
+  // killed in the middle.
+  v1::SubmitEvidenceRequest long_request;
+  convert::ToProto(MaunaLoa(90), long_request.mutable_dataset());
+  long_request.set_kernel("C*SE");
+  long_request.set_request_id("scale-out-long");
+  long_request.mutable_options()->set_live_points(400);
+  long_request.mutable_options()->set_dlogz(0.05);
+  long_request.mutable_options()->set_seed(3);
+  absl::StatusOr<v1::SubmitEvidenceResponse> submitted = clients[0]->SubmitEvidence(long_request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string name = submitted->job().name();
+  const std::string id = std::string(absl::StripPrefix(name, "jobs/"));
+
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  Job claimed;
+  do {
+    absl::SleepFor(absl::Milliseconds(50));
+    absl::StatusOr<Job> job = (*store)->GetJob(id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    claimed = *job;
+  } while (claimed.state == JobState::kQueued && absl::Now() < deadline);
+  ASSERT_EQ(claimed.state, JobState::kRunning);
+  ASSERT_EQ(claimed.attempts, 1);
+
+  // Worker ids are "HOST-PID-wN": the owner's pid tells which process holds the job.
+  int victim = -1;
+  for (int i = 0; i < 2; ++i) {
+    if (absl::StrContains(claimed.lease_owner, absl::StrCat("-", servers[i]->pid(), "-w"))) {
+      ASSERT_EQ(victim, -1) << "both servers match lease owner " << claimed.lease_owner;
+      victim = i;
+    }
+  }
+  ASSERT_NE(victim, -1) << "lease owner " << claimed.lease_owner << " is neither server (pids "
+                        << servers[0]->pid() << ", " << servers[1]->pid() << ")";
+  const int survivor = 1 - victim;
+  // The owner's own metrics agree: it is running an evidence job.
+  EXPECT_EQ(MetricValue(HttpGet(servers[victim]->metrics_port(), "/metrics"),
+                        "gpsel_jobs_running{kind=\"evidence\"}"),
+            1.0);
+
+  // Jobs queued across the kill: some submitted before it (through both servers) ...
+  std::vector<v1::SubmitEvidenceRequest> short_requests;
+  std::vector<std::string> short_names;
+  for (int i = 0; i < 6; ++i) {
+    short_requests.push_back(ShortRequest(absl::StrCat("scale-out-short-", i), 10 + i));
+  }
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<v1::SubmitEvidenceResponse> s =
+        clients[i % 2]->SubmitEvidence(short_requests[i]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    short_names.push_back(s->job().name());
+  }
+
+  // Kill it mid-run: once its worker has reported progress through a heartbeat.
+  absl::StatusOr<Job> before_kill;
+  deadline = absl::Now() + absl::Seconds(30);
+  do {
+    absl::SleepFor(absl::Milliseconds(50));
+    before_kill = (*store)->GetJob(id);
+    ASSERT_TRUE(before_kill.ok()) << before_kill.status();
+  } while (before_kill->state == JobState::kRunning && before_kill->progress == 0 &&
+           absl::Now() < deadline);
+  ASSERT_EQ(before_kill->state, JobState::kRunning) << "job too short to kill";
+  ASSERT_EQ(before_kill->attempts, 1);
+  ASSERT_EQ(before_kill->lease_owner, claimed.lease_owner);
+  ASSERT_GT(before_kill->progress, 0.0);
+  const std::string victim_owner = claimed.lease_owner;
+  servers[victim]->Kill(SIGKILL);
+  // Heartbeats only extend a lease, so the lease read before the kill ends no later than the
+  // one the dead worker left behind.
+  const absl::Time lease_seen = before_kill->lease_expires;
+
+  // ... and some after it, through the survivor.
+  for (int i = 3; i < 6; ++i) {
+    absl::StatusOr<v1::SubmitEvidenceResponse> s =
+        clients[survivor]->SubmitEvidence(short_requests[i]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    short_names.push_back(s->job().name());
+  }
+
+  // Follow the job in the store until it ends: every later attempt is the survivor's.
+  std::set<std::string> later_owners;
+  deadline = absl::Now() + absl::Seconds(60);
+  Job last;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<Job> job = (*store)->GetJob(id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    last = *job;
+    if (last.state == JobState::kRunning && last.attempts >= 2) {
+      later_owners.insert(last.lease_owner);
+    }
+    if (IsTerminal(last.state)) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(IsTerminal(last.state)) << "job still " << JobStateName(last.state)
+                                      << " after 60 s (was the lease never reclaimed?)";
+  EXPECT_EQ(last.state, JobState::kSucceeded) << last.error_message;
+  EXPECT_GE(last.attempts, 2);
+  // Taken over only once the dead worker's lease had run out (not released, not stolen early).
+  EXPECT_GE(last.started, lease_seen);
+  ASSERT_FALSE(later_owners.empty()) << "never saw the second attempt running";
+  for (const std::string& owner : later_owners) {
+    EXPECT_NE(owner, victim_owner);
+    EXPECT_TRUE(absl::StrContains(owner, absl::StrCat("-", servers[survivor]->pid(), "-w")))
+        << owner;
+  }
+
+  absl::StatusOr<v1::Job> done = clients[survivor]->WaitJob(name, nullptr, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED);
+  // An uninterrupted run with the same seed gives the same bits: the takeover re-ran the job
+  // from the start and published that run's result, not a mixture.
+  absl::StatusOr<std::string> reference =
+      RunEvidenceJob(long_request.SerializeAsString(), ServiceLimits(), nullptr);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  v1::EvidenceResult expected;
+  ASSERT_TRUE(expected.ParseFromString(*reference));
+  EXPECT_EQ(done->evidence_result().log_evidence(), expected.log_evidence());
+  EXPECT_EQ(done->evidence_result().likelihood_calls(), expected.likelihood_calls());
+  EXPECT_EQ(done->evidence_result().iterations(), expected.iterations());
+
+  // No job lost, none twice: the queue holds exactly the seven submitted jobs, all finished.
+  for (const std::string& short_name : short_names) {
+    absl::StatusOr<v1::Job> job = clients[survivor]->WaitJob(short_name, nullptr,
+                                                             absl::Seconds(60));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << short_name << ": "
+                                                     << job->error().message();
+  }
+  std::vector<v1::Job> jobs = AllJobs(*clients[survivor]);
+  ASSERT_EQ(jobs.size(), 7u);
+  std::map<std::string, std::string> name_by_key;
+  for (const v1::Job& job : jobs) {
+    EXPECT_TRUE(name_by_key.emplace(job.request_id(), job.name()).second)
+        << "two jobs for key " << job.request_id();
+    EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.name();
+    EXPECT_TRUE(job.has_evidence_result()) << job.name();
+  }
+  EXPECT_EQ(name_by_key["scale-out-long"], name);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(name_by_key[short_requests[i].request_id()], short_names[i]);
+  }
+  // The one visible result is stable: a retried submit returns it unchanged.
+  absl::StatusOr<v1::SubmitEvidenceResponse> again =
+      clients[survivor]->SubmitEvidence(long_request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created());
+  EXPECT_EQ(again->job().name(), name);
+  EXPECT_EQ(again->job().evidence_result().log_evidence(), expected.log_evidence());
+  // The survivor never tried to publish without the lease (a live worker's lease must hold).
+  EXPECT_FALSE(absl::StrContains(ServerLog(survivor), "no longer holds the lease"))
+      << ServerLog(survivor);
+}
+
+TEST_P(ScaleOutTest, ConcurrentSubmittersGetOneJobPerIdempotencyKey) {
+  ServerProcess* servers[2] = {StartServer(0, 1), StartServer(1, 1)};
+  ASSERT_GT(servers[0]->port(), 0);
+  ASSERT_GT(servers[1]->port(), 0);
+
+  constexpr int kSubmitters = 8;
+  constexpr int kKeys = 5;
+  std::vector<v1::SubmitEvidenceRequest> requests;
+  for (int k = 0; k < kKeys; ++k) requests.push_back(ShortRequest(absl::StrCat("key-", k), k));
+
+  struct Outcome {
+    absl::Status status;
+    std::string name;
+    bool created = false;
+  };
+  // outcomes[submitter][key]
+  std::vector<std::vector<Outcome>> outcomes(kSubmitters, std::vector<Outcome>(kKeys));
+  absl::Barrier* start = new absl::Barrier(kSubmitters);  // deletes itself (Block returns true)
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSubmitters; ++s) {
+    threads.emplace_back([&, s] {
+      // Each submitter has its own connections, like separate client processes.
+      std::unique_ptr<Client> clients[2] = {Connect(servers[0]->port()),
+                                            Connect(servers[1]->port())};
+      if (start->Block()) delete start;
+      for (int i = 0; i < kKeys; ++i) {
+        // Submitters start at different keys and alternate servers, so every key is sent to
+        // both servers at about the same moment.
+        const int k = (s + i) % kKeys;
+        absl::StatusOr<v1::SubmitEvidenceResponse> r =
+            clients[(s + i) % 2]->SubmitEvidence(requests[k]);
+        Outcome& out = outcomes[s][k];
+        out.status = r.status();
+        if (r.ok()) {
+          out.name = r->job().name();
+          out.created = r->created();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  std::map<int, std::string> name_of_key;
+  for (int k = 0; k < kKeys; ++k) {
+    int created = 0;
+    for (int s = 0; s < kSubmitters; ++s) {
+      const Outcome& out = outcomes[s][k];
+      ASSERT_TRUE(out.status.ok()) << "submitter " << s << ", key " << k << ": " << out.status;
+      if (s == 0) name_of_key[k] = out.name;
+      EXPECT_EQ(out.name, name_of_key[k]) << "submitter " << s << " got another job for key " << k;
+      created += out.created ? 1 : 0;
+    }
+    EXPECT_EQ(created, 1) << "key " << k << " reported created " << created << " times";
+  }
+
+  // Both servers list the same kKeys jobs, one per key.
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<Client> client = Connect(servers[i]->port());
+    std::vector<v1::Job> jobs = AllJobs(*client);
+    EXPECT_EQ(jobs.size(), static_cast<size_t>(kKeys)) << "listed through server " << i;
+    std::map<std::string, int> per_key;
+    for (const v1::Job& job : jobs) ++per_key[job.request_id()];
+    for (int k = 0; k < kKeys; ++k) {
+      EXPECT_EQ(per_key[requests[k].request_id()], 1) << "key " << k << " via server " << i;
+    }
+  }
+  // And each of those jobs runs to one result.
+  std::unique_ptr<Client> client = Connect(servers[0]->port());
+  for (const auto& [k, name] : name_of_key) {
+    absl::StatusOr<v1::Job> job = client->WaitJob(name, nullptr, absl::Seconds(60));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error().message();
+    EXPECT_EQ(job->attempts(), 1) << "nobody died, so nothing ran twice";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ScaleOutTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+}  // namespace
+}  // namespace gpsel::testing
