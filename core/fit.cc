@@ -186,7 +186,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
                           const ProgressCallback& progress, const Progress& progress_template,
                           Eigen::VectorXd& x, double& value, int& evaluations, int& iterations) {
   constexpr int kMaxNewtonSteps = 30;
-  constexpr int kMaxHalvings = 40;
+  constexpr int kMaxDampingIncreases = 40;
   absl::StatusOr<LikelihoodHessian> here = ObjectiveWithHessian(model, objective, x);
   ++evaluations;
   if (!here.ok()) return absl::OkStatus();
@@ -244,7 +244,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
     } else {
       const double scale = std::max(lambda.cwiseAbs().maxCoeff(), 1e-300);
       mu = std::max(mu, std::max(0.0, -lambda(0)) + 1e-12 * scale);
-      for (int t = 0; t < kMaxHalvings && !moved; ++t) {
+      for (int t = 0; t < kMaxDampingIncreases && !moved; ++t) {
         const Eigen::VectorXd newton =
             eigen.eigenvectors() * (projected.array() / (lambda.array() + mu)).matrix();
         Eigen::VectorXd trial = x;
