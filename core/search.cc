@@ -898,7 +898,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   const ProgressCallback final_progress = [this](const Progress&) -> absl::Status {
     Progress progress;
     progress.stage = "search";
-    progress.fraction = 0.99;
+    progress.fraction = 1.0;  // candidates reached 1.0 already: never go backwards
     progress.message = "re-scoring the best kernel with every metric";
     return ReportProgress(progress_, progress);
   };

@@ -210,6 +210,10 @@ class JobStore {
 absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(std::string_view url,
                                                        const JobStoreOptions& options = {});
 
+// `url` fit for a log line: a PostgreSQL password, in the user-info part
+// ("postgresql://user:SECRET@host/db") or as a "password=SECRET" parameter, becomes "***".
+std::string RedactStoreUrl(std::string_view url);
+
 }  // namespace gpsel
 
 #endif  // GPSEL_SERVER_JOB_STORE_H_

@@ -39,4 +39,25 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(std::string_view url,
       "'; expected sqlite:PATH, postgresql://... or postgres://..."));
 }
 
+std::string RedactStoreUrl(std::string_view url) {
+  std::string out(url);
+  const size_t scheme_end = out.find("://");
+  if (scheme_end != std::string::npos) {
+    const size_t authority = scheme_end + 3;
+    const size_t authority_end = std::min(out.find_first_of("/?", authority), out.size());
+    const size_t at = out.rfind('@', authority_end);
+    if (at != std::string::npos && at >= authority) {
+      const size_t colon = out.find(':', authority);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  for (size_t pos = out.find("password="); pos != std::string::npos;
+       pos = out.find("password=", pos + 1)) {
+    const size_t value = pos + 9;
+    const size_t value_end = std::min(out.find_first_of("& ", value), out.size());
+    out.replace(value, value_end - value, "***");
+  }
+  return out;
+}
+
 }  // namespace gpsel

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/server.h"
 #include "core/linalg.h"
+#include "server/job_store.h"
 
 namespace {
 
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
     std::cout << ", metrics on " << options.metrics_listen.substr(0, options.metrics_listen.rfind(':'))
               << ":" << (*server)->metrics_port() << "/metrics";
   }
-  std::cout << ", store " << options.store_url
+  std::cout << ", store " << gpsel::RedactStoreUrl(options.store_url)
             << (options.service.auth_token.empty() ? "" : ", token auth")
             << (options.tls_cert_file.empty() ? "" : ", TLS") << std::endl;
 

@@ -281,3 +281,20 @@ TEST(JobIdTest, IdsAreUniqueCrockfordAndOrderedByCreation) {
 
 }  // namespace
 }  // namespace gpsel
+
+namespace gpsel {
+namespace {
+
+TEST(RedactStoreUrlTest, HidesPostgresPasswordsOnly) {
+  EXPECT_EQ(RedactStoreUrl("postgresql://gpsel:s3cr3t@db.internal:5432/jobs"),
+            "postgresql://gpsel:***@db.internal:5432/jobs");
+  EXPECT_EQ(RedactStoreUrl("postgres://u:p%40ss@h/db?sslmode=require&password=x2&user=u"),
+            "postgres://u:***@h/db?sslmode=require&password=***&user=u");
+  EXPECT_EQ(RedactStoreUrl("postgresql://gpsel@127.0.0.1:5432/jobs"),
+            "postgresql://gpsel@127.0.0.1:5432/jobs");
+  EXPECT_EQ(RedactStoreUrl("postgresql:///jobs?host=/run/pg"), "postgresql:///jobs?host=/run/pg");
+  EXPECT_EQ(RedactStoreUrl("sqlite:/var/lib/gpsel/jobs.db"), "sqlite:/var/lib/gpsel/jobs.db");
+}
+
+}  // namespace
+}  // namespace gpsel
