@@ -12,5 +12,5 @@ echo "== The paper's interpretable example (10 points, no standardisation): whic
 
 echo
 echo "== Mauna Loa CO2 (521 monthly means): long-term trend vs trend + seasonality =="
-"$GPSEL" score --data data/mauna_loa_monthly.csv --restarts 3 \
+"$GPSEL" score --data data/mauna_loa_monthly.csv \
   --kernel 'C*SE' --kernel 'C*SE + C*SE*PER'
