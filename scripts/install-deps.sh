@@ -9,8 +9,9 @@ set -euo pipefail
 mode="${1:-build}"
 
 # buf lints proto/ (ctest proto_buf_lint). It comes from the npm registry, pinned, into a tools
-# directory of the project's rather than system-wide, with the machine's node and npm; where
-# there is no npm (e.g. the Docker build stage) it is left out and the lint test says so.
+# directory of the project's rather than system-wide, with the machine's npm — Debian's `npm`
+# package is installed in build mode when there is none. GPSEL_WITHOUT_NPM=1 (the Docker build
+# stage, which runs no tests) leaves npm and buf out, and the lint test says so if it runs.
 BUF_VERSION=1.75.0
 install_tools() {
   local tools="${GPSEL_TOOLS_DIR:-${HOME:-/tmp}/.cache/gpsel-tools}"
@@ -58,9 +59,12 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ "$mode" = build ]; then install_tools; fi
+if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ] && ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ]; then install_tools; fi
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -69,3 +73,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ]; then install_tools; fi
