@@ -86,7 +86,8 @@ int RunScore(const ScoreFlags& flags) {
   options.fit.seed = flags.fit.seed;
   options.fit.threads = flags.threads > 0
                             ? flags.threads
-                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+                            : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                                         256);
   options.standardize = !flags.fit.no_standardize;
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;

@@ -1,6 +1,7 @@
 // Hyperparameter fitting with LBFGSpp's L-BFGS-B (box-bounded raw values) and prior restarts.
 #include "core/fit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -99,8 +100,9 @@ struct StartOutcome {
 };
 
 // Makes a caller's progress callback safe to call from several starts at once: calls are
-// serialised, and once it has returned an error every later call returns that error without
-// calling it again (so all starts stop on one cancellation).
+// serialised, the fraction reported never decreases (parallel starts interleave), and once the
+// callback has returned an error every later call returns that error without calling it again
+// (so all starts stop on one cancellation).
 class SerializedProgress {
  public:
   explicit SerializedProgress(const ProgressCallback& callback) : callback_(callback) {}
@@ -108,7 +110,11 @@ class SerializedProgress {
     if (!callback_) return nullptr;
     return [this](const Progress& progress) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (stopped_.ok()) stopped_ = callback_(progress);
+      if (!stopped_.ok()) return stopped_;
+      Progress monotone = progress;
+      max_fraction_ = std::max(max_fraction_, progress.fraction);
+      monotone.fraction = max_fraction_;
+      stopped_ = callback_(monotone);
       return stopped_;
     };
   }
@@ -117,6 +123,7 @@ class SerializedProgress {
   const ProgressCallback& callback_;
   std::mutex mutex_;
   absl::Status stopped_;
+  double max_fraction_ = 0.0;
 };
 
 // The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian.
@@ -394,7 +401,17 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
       for (int start = 0; start < total_starts; ++start) {
         done.Add(1);
         pool.Schedule([&, start] {
-          outcomes[start] = run_start(start, report);
+          // Pool tasks must not throw: anything escaping a start (bad_alloc, say) becomes its
+          // status, and Done() is always reached.
+          try {
+            outcomes[start] = run_start(start, report);
+          } catch (const std::exception& e) {
+            outcomes[start].status =
+                absl::InternalError(absl::StrCat(stage, " start ", start, ": ", e.what()));
+          } catch (...) {
+            outcomes[start].status =
+                absl::InternalError(absl::StrCat(stage, " start ", start, ": unknown exception"));
+          }
           done.Done();
         });
       }

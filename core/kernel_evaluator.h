@@ -49,6 +49,7 @@ class KernelEvaluator {
   void Evaluate(const PairGeometry& geometry, const Eigen::VectorXd& raw, bool with_gradient,
                 std::vector<NodeValue>* values) const;
   const NodeValue& Root(const std::vector<NodeValue>& values) const { return values[root_]; }
+  NodeValue& Root(std::vector<NodeValue>& values) const { return values[root_]; }
 
   // ∂²K/∂r_i∂r_j of the root; false when identically zero (then `out` is untouched).
   bool SecondDerivative(const PairGeometry& geometry, const Eigen::VectorXd& raw,

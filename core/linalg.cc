@@ -4,12 +4,13 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <malloc.h>
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
@@ -32,34 +33,28 @@ namespace gpsel {
 
 namespace {
 
-// Concurrency. gpsel parallelises over restarts, candidates and RPCs, so each LAPACK call must run
-// in its caller's thread and be safe next to other calls. Debian's pthread OpenBLAS (linked with
-// an rpath, see CMakeLists.txt) allocates its work buffers under a lock and, pinned to one thread,
-// never hands work to its own pool: calls are independent and results do not depend on how many
-// run at once (tests/core/search_test.cc compares 1- and 4-thread searches bit for bit). Debian's
-// *serial* build shares its buffers without locks and corrupts concurrent calls; if the loader
-// ever resolves that build instead (update-alternatives), every call is serialised on a mutex.
-// Eigen's products (EIGEN_USE_BLAS) call OpenBLAS too, so the one-thread setting is made when
-// this library loads, before any call.
-const bool kOpenBlasSingleThreaded = (openblas_set_num_threads(1), true);
-
-class LapackGuard {
- public:
-  LapackGuard() : lock_(Mutex(), std::defer_lock) {
-    if (NeedsSerialising()) lock_.lock();
+// Concurrency. gpsel parallelises over restarts, candidates and RPCs, so every BLAS/LAPACK call
+// (ours here, and Eigen's products through EIGEN_USE_BLAS) must run in its caller's thread and be
+// safe next to other calls. Debian's pthread OpenBLAS (linked with an rpath, see CMakeLists.txt)
+// allocates its work buffers under a lock and, pinned to one thread, never hands work to its own
+// pool: calls are independent and results do not depend on how many run at once
+// (tests/core/search_test.cc compares 1- and 4-thread searches bit for bit). Debian's *serial*
+// build shares its buffers without locks and silently corrupts concurrent calls — including
+// Eigen's, which no lock of ours could cover — so a process that has loaded it (a binary copied
+// to a host with only libopenblas0-serial, or LD_LIBRARY_PATH) stops at start-up with a message
+// instead of computing wrong numbers. Both checks run when this library loads, before any call.
+const bool kOpenBlasReady = [] {
+  if (openblas_get_parallel() == 0) {
+    std::fprintf(stderr,
+                 "gpsel: the OpenBLAS loaded is a single-threaded build without locking, which "
+                 "gives wrong results when called from several threads; install Debian's "
+                 "libopenblas0-pthread (scripts/install-deps.sh) and do not override the "
+                 "library path\n");
+    std::_Exit(70);  // EX_SOFTWARE
   }
-
- private:
-  static std::mutex& Mutex() {
-    static std::mutex mutex;
-    return mutex;
-  }
-  static bool NeedsSerialising() {
-    static const bool serial = openblas_get_parallel() == 0;
-    return serial;
-  }
-  std::unique_lock<std::mutex> lock_;
-};
+  openblas_set_num_threads(1);
+  return true;
+}();
 
 // In-place inverse of the lower-triangular n×n matrix at `a` (column-major, leading dimension
 // lda), by recursive halving: with L = [L11 0; L21 L22],
@@ -111,8 +106,10 @@ absl::Status SpdFactorization::Compute(Eigen::MatrixXd matrix) {
   if (!std::isfinite(mean_diagonal)) {
     return absl::FailedPreconditionError("covariance matrix has non-finite entries");
   }
-  // Factorised in place: dpotrf("L") overwrites only the lower triangle and diagonal, so the
-  // strict upper triangle still holds the matrix for a retry with more jitter (no second copy).
+  // Factorised in place: OpenBLAS's dpotrf("L") overwrites only the lower triangle and diagonal,
+  // so the strict upper triangle still holds the matrix for a retry with more jitter (no second
+  // copy). LAPACK itself only promises not to *read* it; other implementations may use it as
+  // scratch — tests/core/linalg_test.cc (JitterRescuesASingularMatrix) checks the retry.
   factor_ = std::move(matrix);
   const Eigen::VectorXd diagonal = factor_.diagonal();
   static constexpr double kJitters[] = {0.0, 1e-10, 1e-8, 1e-6};
@@ -123,10 +120,7 @@ absl::Status SpdFactorization::Compute(Eigen::MatrixXd matrix) {
       factor_.diagonal() = diagonal.array() + jitter_;
     }
     int info = 0;
-    {
-      LapackGuard guard;
-      dpotrf_("L", &n, factor_.data(), &n, &info, 1);
-    }
+    dpotrf_("L", &n, factor_.data(), &n, &info, 1);
     if (info == 0) return absl::OkStatus();
     if (info < 0) return absl::InternalError(absl::StrCat("dpotrf: bad argument ", -info));
   }
@@ -143,7 +137,6 @@ Eigen::MatrixXd SpdFactorization::Solve(const Eigen::MatrixXd& rhs) const {
   const int n = static_cast<int>(factor_.rows());
   const int nrhs = static_cast<int>(rhs.cols());
   int info = 0;
-  LapackGuard guard;
   dpotrs_("L", &n, &nrhs, factor_.data(), &n, x.data(), &n, &info, 1);
   return x;
 }
@@ -158,11 +151,8 @@ Eigen::MatrixXd SpdFactorization::Inverse() const {
   Eigen::MatrixXd inverse = factor_;
   const int n = static_cast<int>(factor_.rows());
   int info = 0;
-  {
-    LapackGuard guard;
-    InvertLowerTriangular(n, inverse.data(), n);
-    dlauum_("L", &n, inverse.data(), &n, &info, 1);
-  }
+  InvertLowerTriangular(n, inverse.data(), n);
+  dlauum_("L", &n, inverse.data(), &n, &info, 1);
   inverse.triangularView<Eigen::StrictlyUpper>() = inverse.transpose();
   return inverse;
 }

@@ -277,11 +277,16 @@ TEST(FitDeterminismTest, ParallelStartsGiveTheSameResultAsSerial) {
     for (int threads : {2, 3, 8}) {
       options.threads = threads;
       std::atomic<int> calls{0};
-      ProgressCallback count = [&](const Progress&) {
-        ++calls;
+      double last_fraction = 0.0;
+      bool backwards = false;
+      ProgressCallback count = [&](const Progress& p) {
+        ++calls;  // calls are serialised by the fit, so the plain members below are safe
+        backwards = backwards || p.fraction < last_fraction;
+        last_fraction = p.fraction;
         return absl::OkStatus();
       };
       absl::StatusOr<FitResult> parallel = FitHyperparameters(model, objective, options, count);
+      EXPECT_FALSE(backwards) << "progress fraction went backwards with " << threads << " threads";
       ASSERT_TRUE(parallel.ok()) << parallel.status();
       EXPECT_TRUE(BitIdentical(serial->raw, parallel->raw)) << threads << " threads";
       EXPECT_EQ(serial->objective_value, parallel->objective_value);

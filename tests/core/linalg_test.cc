@@ -57,6 +57,11 @@ TEST(SpdFactorizationTest, JitterRescuesASingularMatrix) {
   SpdFactorization factor;
   ASSERT_TRUE(factor.Compute(k).ok());
   EXPECT_GT(factor.jitter(), 0.0);
+  // The retry factorised K + jitter·I itself (rebuilt from the untouched upper triangle after
+  // the failed attempt overwrote the lower one).
+  const Eigen::MatrixXd l = factor.lower().triangularView<Eigen::Lower>();
+  const Eigen::MatrixXd expected = k + factor.jitter() * Eigen::MatrixXd::Identity(5, 5);
+  EXPECT_LT((l * l.transpose() - expected).norm(), 1e-12);
   k(0, 0) = std::nan("");
   EXPECT_FALSE(factor.Compute(k).ok());
   EXPECT_FALSE(factor.Compute(-Eigen::MatrixXd::Identity(3, 3)).ok());
