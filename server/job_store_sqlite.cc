@@ -295,7 +295,7 @@ class SqliteJobStore final : public JobStore {
     // has received must survive a power loss too ("no job lost"); NORMAL would only survive a
     // process crash. Job-queue commits are few (submit, claim, heartbeat, finish), so the extra
     // fsync costs nothing that matters next to minutes of nested sampling.
-    absl::StatusOr<std::string> mode = QueryText("PRAGMA journal_mode=WAL");
+    absl::StatusOr<std::string> mode = SwitchToWalRetryingWhileBusy();
     if (!mode.ok()) return mode.status();
     if (!in_memory && *mode != "wal") {
       return absl::FailedPreconditionError(
@@ -323,6 +323,23 @@ class SqliteJobStore final : public JobStore {
       }
       return absl::OkStatus();
     });
+  }
+
+  // The journal-mode switch needs an exclusive lock for a moment, and SQLite returns SQLITE_BUSY
+  // for it at once, without calling the busy handler, while another process is opening the same
+  // new file (seen with several servers starting together). So it is retried here, with short
+  // sleeps, for as long as the configured busy timeout would have waited.
+  absl::StatusOr<std::string> SwitchToWalRetryingWhileBusy() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time deadline = absl::Now() + options_.sqlite_busy_timeout;
+    absl::Duration pause = absl::Milliseconds(1);
+    while (true) {
+      absl::StatusOr<std::string> mode = QueryText("PRAGMA journal_mode=WAL");
+      if (mode.ok() || !absl::IsUnavailable(mode.status()) || absl::Now() + pause > deadline) {
+        return mode;
+      }
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, absl::Milliseconds(50));
+    }
   }
 
   absl::StatusOr<SubmitResult> Submit(std::string_view kind, std::string_view request,

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -151,8 +152,11 @@ TEST(OpenJobStoreTest, SqliteConcurrentFirstOpenFromSeveralProcesses) {
       {
         absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
         if (!store.ok()) {
+          std::fprintf(stderr, "child %d: open: %s\n", p, store.status().ToString().c_str());
           code = 2;
-        } else if (!(*store)->Submit("evidence", "r", absl::StrCat("k", p), 0).ok()) {
+        } else if (absl::Status s = (*store)->Submit("evidence", "r", absl::StrCat("k", p), 0).status();
+                   !s.ok()) {
+          std::fprintf(stderr, "child %d: submit: %s\n", p, s.ToString().c_str());
           code = 3;
         }
       }

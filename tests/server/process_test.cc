@@ -82,10 +82,11 @@ TEST(KillTest, JobSurvivesKillDashNineAndCompletesOnce) {
   auto first = std::make_unique<ServerProcess>(args, dir / "server.log");
   ASSERT_GT(first->port(), 0) << "gpsel-server did not start; see " << dir / "server.log";
 
-  // A job long enough (a few seconds) to be killed in the middle.
+  // A job long enough to be killed in the middle: about 5 s alone on this 2-core machine (a
+  // 60-point version became a 0.4 s job once the numerics got faster, and finished before the kill).
   std::unique_ptr<Client> client = Connect(first->port());
   v1::SubmitEvidenceRequest request;
-  convert::ToProto(MaunaLoa(60), request.mutable_dataset());
+  convert::ToProto(MaunaLoa(240), request.mutable_dataset());
   request.set_kernel("C*SE");
   request.set_request_id("kill-test");
   request.mutable_options()->set_live_points(400);

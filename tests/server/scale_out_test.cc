@@ -148,10 +148,10 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(store_url_);
   ASSERT_TRUE(store.ok()) << store.status();
 
-  // A job that runs for a few seconds (about 3 s alone on this 2-core machine), so that it is
-  // killed in the middle.
+  // A job that runs for a few seconds (about 5 s alone on this 2-core machine), so that it is
+  // killed in the middle, after its first heartbeat (lease/3) has reported progress.
   v1::SubmitEvidenceRequest long_request;
-  convert::ToProto(MaunaLoa(90), long_request.mutable_dataset());
+  convert::ToProto(MaunaLoa(240), long_request.mutable_dataset());
   long_request.set_kernel("C*SE");
   long_request.set_request_id("scale-out-long");
   long_request.mutable_options()->set_live_points(400);
@@ -184,10 +184,17 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   ASSERT_NE(victim, -1) << "lease owner " << claimed.lease_owner << " is neither server (pids "
                         << servers[0]->pid() << ", " << servers[1]->pid() << ")";
   const int survivor = 1 - victim;
-  // The owner's own metrics agree: it is running an evidence job.
-  EXPECT_EQ(MetricValue(HttpGet(servers[victim]->metrics_port(), "/metrics"),
-                        "gpsel_jobs_running{kind=\"evidence\"}"),
-            1.0);
+  // The owner's own metrics agree: it is running an evidence job. The worker counts the job
+  // just after its claim commits, so the gauge may lag the store by a moment on a loaded machine.
+  std::optional<double> running_gauge;
+  deadline = absl::Now() + absl::Seconds(10);
+  do {
+    running_gauge = MetricValue(HttpGet(servers[victim]->metrics_port(), "/metrics"),
+                                "gpsel_jobs_running{kind=\"evidence\"}");
+    if (running_gauge == 1.0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::Now() < deadline);
+  EXPECT_EQ(running_gauge, 1.0);
 
   // Jobs queued across the kill: some submitted before it (through both servers) ...
   std::vector<v1::SubmitEvidenceRequest> short_requests;

@@ -462,9 +462,11 @@ TEST(ServiceShutdownTest, DrainsRunningCallsAndRefusesNewOnes) {
   absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  const Dataset data = MaunaLoa(150);
+  // About 1 s of work: still running when the shutdown starts (300 ms) and the late call
+  // arrives (400 ms).
+  const Dataset data = MaunaLoa(200);
   ScoreOptions score;
-  score.fit.restarts = 3;
+  score.fit.restarts = 5;
   auto running = std::async(std::launch::async, [&] {
     return Connect(port)->Score(data, {*ParseKernel("C*SE + C*RQ")}, score).status();
   });
