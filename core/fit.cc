@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -97,33 +98,6 @@ struct StartOutcome {
   double value = -std::numeric_limits<double>::infinity();
   int iterations = 0;
   int evaluations = 0;
-};
-
-// Makes a caller's progress callback safe to call from several starts at once: calls are
-// serialised, the fraction reported never decreases (parallel starts interleave), and once the
-// callback has returned an error every later call returns that error without calling it again
-// (so all starts stop on one cancellation).
-class SerializedProgress {
- public:
-  explicit SerializedProgress(const ProgressCallback& callback) : callback_(callback) {}
-  ProgressCallback Callback() {
-    if (!callback_) return nullptr;
-    return [this](const Progress& progress) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!stopped_.ok()) return stopped_;
-      Progress monotone = progress;
-      max_fraction_ = std::max(max_fraction_, progress.fraction);
-      monotone.fraction = max_fraction_;
-      stopped_ = callback_(monotone);
-      return stopped_;
-    };
-  }
-
- private:
-  const ProgressCallback& callback_;
-  std::mutex mutex_;
-  absl::Status stopped_;
-  double max_fraction_ = 0.0;
 };
 
 // The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian.
@@ -387,7 +361,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
 
   std::vector<StartOutcome> outcomes(total_starts);
   const int threads = std::min(options.threads, total_starts);
-  if (threads <= 1) {
+  if (threads <= 1 && options.pool == nullptr) {
     for (int start = 0; start < total_starts; ++start) {
       outcomes[start] = run_start(start, progress);
       if (!outcomes[start].status.ok()) return outcomes[start].status;
@@ -395,28 +369,29 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
   } else {
     SerializedProgress serialized(progress);
     const ProgressCallback report = serialized.Callback();
-    WaitGroup done;
-    {
-      ThreadPool pool(threads);
-      for (int start = 0; start < total_starts; ++start) {
-        done.Add(1);
-        pool.Schedule([&, start] {
-          // Pool tasks must not throw: anything escaping a start (bad_alloc, say) becomes its
-          // status, and Done() is always reached.
-          try {
-            outcomes[start] = run_start(start, report);
-          } catch (const std::exception& e) {
-            outcomes[start].status =
-                absl::InternalError(absl::StrCat(stage, " start ", start, ": ", e.what()));
-          } catch (...) {
-            outcomes[start].status =
-                absl::InternalError(absl::StrCat(stage, " start ", start, ": unknown exception"));
-          }
-          done.Done();
-        });
-      }
-      done.Wait();
+    std::unique_ptr<ThreadPool> own_pool;
+    ThreadPool* pool = options.pool;
+    if (pool == nullptr) {
+      own_pool = std::make_unique<ThreadPool>(threads - 1);  // this thread is the other one
+      pool = own_pool.get();
     }
+    TaskGroup group(pool);
+    for (int start = 0; start < total_starts; ++start) {
+      group.Schedule([&, start] {
+        // Pool tasks must not throw: anything escaping a start (bad_alloc, say) becomes its
+        // status.
+        try {
+          outcomes[start] = run_start(start, report);
+        } catch (const std::exception& e) {
+          outcomes[start].status =
+              absl::InternalError(absl::StrCat(stage, " start ", start, ": ", e.what()));
+        } catch (...) {
+          outcomes[start].status =
+              absl::InternalError(absl::StrCat(stage, " start ", start, ": unknown exception"));
+        }
+      });
+    }
+    group.Wait();
     for (const StartOutcome& outcome : outcomes) {
       if (!outcome.status.ok()) return outcome.status;
     }

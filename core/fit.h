@@ -18,6 +18,8 @@
 
 namespace gpsel {
 
+class ThreadPool;  // core/thread_pool.h
+
 enum class FitObjective { kMaximumLikelihood, kMaximumAPosteriori };
 
 struct FitOptions {
@@ -25,9 +27,13 @@ struct FitOptions {
   uint64_t seed = 0;                // same seed ⇒ same starts ⇒ same result
   int max_iterations = 300;         // L-BFGS iterations per start
   // Starts fitted in parallel on this many threads (1 = in the caller's thread). The result is
-  // identical for any value; kernel search and the server keep 1 because they already run
-  // candidates/requests in parallel.
+  // identical for any value; the server keeps 1 because it already runs requests in parallel.
   int threads = 1;
+  // A shared pool (not owned) to run the starts on instead of `threads` new threads; the
+  // calling thread helps while it waits (TaskGroup), so a fit may be started from inside one
+  // of the pool's own tasks. Kernel search passes its pool here, so that the starts of the last
+  // candidates of a step fill workers that would otherwise idle. Results do not depend on it.
+  ThreadPool* pool = nullptr;
   double gradient_tolerance = 1e-6; // stop when the projected gradient ‖g‖∞ < tol·max(1, ‖r‖)
   double relative_tolerance = 1e-12;// or when the objective changes relatively less than this
   // Box on the raw values. The lower bound keeps softplus(r) ≥ 9e-14 so that derivatives of the

@@ -11,7 +11,9 @@
 #ifndef GPSEL_CORE_PROGRESS_H_
 #define GPSEL_CORE_PROGRESS_H_
 
+#include <algorithm>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,6 +33,38 @@ inline absl::Status ReportProgress(const ProgressCallback& callback, const Progr
   if (!callback) return absl::OkStatus();
   return callback(progress);
 }
+
+// Makes a caller's progress callback safe to call from several threads at once (parallel
+// optimiser starts, concurrent fits): calls are serialised, the fraction reported never
+// decreases (parallel work interleaves), and once the callback has returned an error every later
+// call returns that error without calling it again (so all workers stop on one cancellation).
+// Must outlive the callbacks it hands out.
+class SerializedProgress {
+ public:
+  explicit SerializedProgress(const ProgressCallback& callback) : callback_(callback) {}
+  SerializedProgress(const SerializedProgress&) = delete;
+  SerializedProgress& operator=(const SerializedProgress&) = delete;
+
+  // Empty when the wrapped callback is empty (nothing to report, never cancels).
+  ProgressCallback Callback() {
+    if (!callback_) return nullptr;
+    return [this](const Progress& progress) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stopped_.ok()) return stopped_;
+      Progress monotone = progress;
+      max_fraction_ = std::max(max_fraction_, progress.fraction);
+      monotone.fraction = max_fraction_;
+      stopped_ = callback_(monotone);
+      return stopped_;
+    };
+  }
+
+ private:
+  const ProgressCallback& callback_;
+  std::mutex mutex_;
+  absl::Status stopped_;
+  double max_fraction_ = 0.0;
+};
 
 }  // namespace gpsel
 

@@ -100,6 +100,15 @@ absl::StatusOr<KernelScore> ScoreKernel(const Dataset& data, const KernelExpr& k
                                         const ScoreOptions& options,
                                         const ProgressCallback& progress = nullptr);
 
+// As ScoreKernel, but reuses the fits of `earlier`: a score of the same kernel on the same data
+// with the same fit options, seed and priors, perhaps for fewer metrics (kernel search re-scores
+// its best candidate this way). Only the fits that `earlier` lacks are made, so the numbers are
+// those ScoreKernel gives. INVALID_ARGUMENT when `earlier` is for another kernel or data size.
+absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const KernelExpr& kernel,
+                                                   const ScoreOptions& options,
+                                                   const KernelScore& earlier,
+                                                   const ProgressCallback& progress = nullptr);
+
 // Posterior predictive of a fitted model at new inputs (on the original y scale).
 struct Prediction {
   Eigen::VectorXd mean;

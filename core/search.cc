@@ -566,6 +566,7 @@ class KernelSearchRun {
   std::optional<Metric> core_metric_;
   CandidateScorer scorer_;
   std::unique_ptr<ThreadPool> pool_;
+  ScoreOptions score_options_;  // options_.score, with pool_ for the fits when threads_ > 1
   int threads_ = 1;
   std::atomic<bool> cancelled_{false};
   absl::Status cancel_status_;
@@ -596,11 +597,18 @@ absl::Status KernelSearchRun::Prepare() {
       !s.ok()) {
     return s;
   }
+  threads_ = options_.threads;
+  if (threads_ == 0) threads_ = std::max(1u, std::thread::hardware_concurrency());
+  pool_ = std::make_unique<ThreadPool>(threads_);
+  // The candidates' optimiser starts (and their MLL and MAP fits) go onto the same pool, so
+  // the last candidates of a step keep every worker busy. Results do not depend on it.
+  score_options_ = options_.score;
+  if (threads_ > 1) score_options_.fit.pool = pool_.get();
   if (options_.scorer) {
     scorer_ = options_.scorer;
   } else {
     core_metric_ = *ParseMetric(options_.metric);
-    scorer_ = MakeMetricScorer(*core_metric_, options_.score);
+    scorer_ = MakeMetricScorer(*core_metric_, score_options_);
   }
   if (cache_ != nullptr) {
     if (absl::Status s = cache_->Bind(Fingerprint(data_, options_, options_.scorer != nullptr));
@@ -608,9 +616,6 @@ absl::Status KernelSearchRun::Prepare() {
       return s;
     }
   }
-  threads_ = options_.threads;
-  if (threads_ == 0) threads_ = std::max(1u, std::thread::hardware_concurrency());
-  pool_ = std::make_unique<ThreadPool>(threads_);
   return absl::OkStatus();
 }
 
@@ -879,7 +884,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   result.best_kernel = best->kernel;
   result.best_score = best->record.score;
   result.best_uncertainty = best->record.uncertainty;
-  ScoreOptions final_options = options_.score;
+  ScoreOptions final_options = score_options_;
   final_options.fit.seed = best->record.seed;
   final_options.fit.warm_start = best->warm_start;
   final_options.hyperparameters =
@@ -902,8 +907,13 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     progress.message = "re-scoring the best kernel with every metric";
     return ReportProgress(progress_, progress);
   };
+  // The default scorer's fits of the best kernel are reused: only the fits the other metrics
+  // need are made (e.g. the MLL fit after a Lap0 search).
   absl::StatusOr<KernelScore> final_score =
-      ScoreKernel(data_, best->kernel, final_options, final_progress);
+      !options_.scorer && best->result.ok()
+          ? ScoreKernelReusingFits(data_, best->kernel, final_options, best->result->details,
+                                   final_progress)
+          : ScoreKernel(data_, best->kernel, final_options, final_progress);
   if (final_score.ok()) {
     result.best = *std::move(final_score);
   } else if (absl::IsInvalidArgument(final_score.status()) ||

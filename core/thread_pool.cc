@@ -1,6 +1,7 @@
 // Fixed-size thread pool: one mutex-protected FIFO queue, workers sleeping on a condition.
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace gpsel {
@@ -25,14 +26,25 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::Schedule(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    tasks_.push_back(std::move(task));
+    tasks_.push_back(Task{std::move(task), nullptr});
   }
   task_available_.notify_one();
 }
 
+void ThreadPool::RunTask(Task& task) {
+  task.run();
+  if (task.group == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --task.group->pending_;
+  }
+  // Waiters re-check their own group; there are at most a few groups at a time.
+  group_work_changed_.notify_all();
+}
+
 void ThreadPool::WorkerLoop() {
   while (true) {
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       task_available_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
@@ -41,7 +53,59 @@ void ThreadPool::WorkerLoop() {
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
-    task();
+    RunTask(task);
+  }
+}
+
+void TaskGroup::Schedule(std::function<void()> task) {
+  if (pool_ == nullptr) {
+    inline_tasks_.push_back(std::move(task));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex_);
+    ++pending_;
+    // Behind the group tasks already queued (so a group's tasks start in order), ahead of
+    // plain tasks: a running batch is finished before new batches start, which also bounds
+    // how many batches (and their memory) are alive at once.
+    auto position = pool_->tasks_.begin();
+    while (position != pool_->tasks_.end() && position->group != nullptr) ++position;
+    pool_->tasks_.insert(position, ThreadPool::Task{std::move(task), this});
+  }
+  pool_->task_available_.notify_one();
+  pool_->group_work_changed_.notify_all();  // a waiting group may help with it
+}
+
+void TaskGroup::Wait() {
+  if (pool_ == nullptr) {
+    while (!inline_tasks_.empty()) {
+      std::function<void()> task = std::move(inline_tasks_.front());
+      inline_tasks_.pop_front();
+      task();
+    }
+    return;
+  }
+  std::unique_lock<std::mutex> lock(pool_->mutex_);
+  while (pending_ > 0) {
+    // Our own queued tasks first; when all of ours are running elsewhere, another group's
+    // (group tasks are the small pieces of some running batch, so this never starts a new
+    // batch here and nesting stays as deep as the batches themselves); else sleep until one
+    // of ours finishes.
+    auto next = std::find_if(pool_->tasks_.begin(), pool_->tasks_.end(),
+                             [this](const ThreadPool::Task& t) { return t.group == this; });
+    if (next == pool_->tasks_.end() && !pool_->tasks_.empty() &&
+        pool_->tasks_.front().group != nullptr) {
+      next = pool_->tasks_.begin();
+    }
+    if (next == pool_->tasks_.end()) {
+      pool_->group_work_changed_.wait(lock);
+      continue;
+    }
+    ThreadPool::Task task = std::move(*next);
+    pool_->tasks_.erase(next);
+    lock.unlock();
+    pool_->RunTask(task);
+    lock.lock();
   }
 }
 

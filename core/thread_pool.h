@@ -1,17 +1,21 @@
-// A small fixed-size thread pool for coarse, independent tasks (kernel-search candidates).
+// A small fixed-size thread pool, and task groups whose waiter helps.
 //
-// Tasks run in FIFO order on `num_threads` workers; the destructor finishes every task already
-// scheduled and joins the workers. Tasks must not throw. Whoever needs to know when a batch is
-// done waits on its own condition (see WaitGroup below) — the pool itself has no notion of
-// batches, so several independent batches may share one pool.
+// ThreadPool: tasks run in FIFO order on `num_threads` workers; the destructor finishes every
+// task already scheduled and joins the workers. Tasks must not throw. Several independent
+// batches may share one pool.
+//
+// TaskGroup: a batch of tasks on a pool (fork-join). Wait() runs the group's own queued tasks in
+// the calling thread (then other groups' tasks) and blocks only when none is queued, until the
+// ones that workers took have finished. So a task
+// running on the pool may itself start a group on the same pool and wait for it without
+// deadlocking, and the group's tasks go ahead of older queued work, so idle workers help a
+// running batch before starting new ones. This is how a kernel search lets the optimiser starts
+// of its last candidates fill workers that would otherwise idle at the end of a step.
 //
 //   gpsel::ThreadPool pool(4);
-//   gpsel::WaitGroup done;
-//   for (int i = 0; i < 10; ++i) {
-//     done.Add(1);
-//     pool.Schedule([&, i] { Work(i); done.Done(); });
-//   }
-//   done.Wait();
+//   gpsel::TaskGroup group(&pool);
+//   for (int i = 0; i < 10; ++i) group.Schedule([&, i] { Work(i); });
+//   group.Wait();
 #ifndef GPSEL_CORE_THREAD_POOL_H_
 #define GPSEL_CORE_THREAD_POOL_H_
 
@@ -24,6 +28,9 @@
 
 namespace gpsel {
 
+class TaskGroup;
+
+// Fixed-size thread pool: one mutex-protected queue, workers sleeping on a condition.
 class ThreadPool {
  public:
   // num_threads < 1 is treated as 1.
@@ -36,13 +43,42 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()); }
 
  private:
+  friend class TaskGroup;
+  struct Task {
+    std::function<void()> run;
+    TaskGroup* group = nullptr;  // null for plain Schedule()
+  };
   void WorkerLoop();
+  // Runs `task` and, for a group task, counts it done and wakes the group's waiter.
+  void RunTask(Task& task);
 
   std::mutex mutex_;
   std::condition_variable task_available_;
-  std::deque<std::function<void()>> tasks_;
+  std::condition_variable group_work_changed_;  // a group task was queued or finished
+  std::deque<Task> tasks_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+};
+
+// A batch of tasks on a pool; see the file comment. With a null pool, Wait() runs every task
+// in the calling thread in scheduling order. Not copyable; the destructor waits.
+class TaskGroup {
+ public:
+  explicit TaskGroup(ThreadPool* pool) : pool_(pool) {}
+  ~TaskGroup() { Wait(); }
+  TaskGroup(const TaskGroup&) = delete;
+  TaskGroup& operator=(const TaskGroup&) = delete;
+
+  // Queues `task` ahead of every task not in a group (tasks must not throw).
+  void Schedule(std::function<void()> task);
+  // Returns once every task scheduled so far has run; runs queued ones itself meanwhile.
+  void Wait();
+
+ private:
+  friend class ThreadPool;
+  ThreadPool* const pool_;
+  int pending_ = 0;  // guarded by pool_->mutex_
+  std::deque<std::function<void()>> inline_tasks_;  // pool_ == nullptr only
 };
 
 // Counts outstanding work; Wait() blocks until the count returns to zero.

@@ -31,6 +31,7 @@
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
 #include "core/score.h"
+#include "core/thread_pool.h"
 
 namespace gpsel {
 namespace {
@@ -296,6 +297,23 @@ TEST(FitDeterminismTest, ParallelStartsGiveTheSameResultAsSerial) {
       EXPECT_EQ(serial->successful_restarts, parallel->successful_restarts);
       EXPECT_GE(calls.load(), options.restarts + 1);
     }
+    // On a shared pool (as kernel search runs them), from outside and from inside a pool task.
+    options.threads = 1;
+    ThreadPool pool(2);
+    options.pool = &pool;
+    absl::StatusOr<FitResult> shared = FitHyperparameters(model, objective, options);
+    ASSERT_TRUE(shared.ok()) << shared.status();
+    EXPECT_TRUE(BitIdentical(serial->raw, shared->raw));
+    EXPECT_EQ(serial->evaluations, shared->evaluations);
+    absl::StatusOr<FitResult> nested = absl::UnknownError("not run");
+    {
+      TaskGroup group(&pool);
+      group.Schedule([&] { nested = FitHyperparameters(model, objective, options); });
+      group.Wait();
+    }
+    ASSERT_TRUE(nested.ok()) << nested.status();
+    EXPECT_TRUE(BitIdentical(serial->raw, nested->raw));
+    EXPECT_EQ(serial->objective_value, nested->objective_value);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/dataset.h"
 #include "core/kernel_expr.h"
+#include "core/thread_pool.h"
 
 namespace gpsel {
 namespace {
@@ -50,6 +51,53 @@ TEST(ScoreTest, PaperInterpretableExampleMatchesAllEightMetrics) {
   // Both eigenvalues lie below 2π, so Lap0 clamps both directions and equals MAP exactly.
   EXPECT_EQ(score->laplace->clamped.at("lap0").size(), 2u);
   EXPECT_DOUBLE_EQ(score->metrics.at("lap0"), score->metrics.at("map"));
+}
+
+// With threads (or a shared pool) the MLL and MAP fits run concurrently; every number is the
+// one the sequential path gives, and progress arrives as one monotone "fits" stream.
+TEST(ScoreTest, ConcurrentFitsGiveTheSequentialNumbers) {
+  const Dataset data = InterpretableExample();
+  ScoreOptions options;
+  options.fit.seed = 5;
+  absl::StatusOr<KernelScore> sequential = ScoreKernel(data, Kernel("SE+LIN"), options);
+  ASSERT_TRUE(sequential.ok()) << sequential.status();
+  ThreadPool pool(2);
+  for (int variant = 0; variant < 2; ++variant) {
+    ScoreOptions concurrent_options = options;
+    if (variant == 0) concurrent_options.fit.threads = 3;
+    if (variant == 1) concurrent_options.fit.pool = &pool;
+    double last_fraction = 0.0;
+    bool backwards = false;
+    int fits_reports = 0;
+    ProgressCallback watch = [&](const Progress& p) {
+      backwards = backwards || (p.stage == "fits" && p.fraction < last_fraction);
+      if (p.stage == "fits") {
+        last_fraction = p.fraction;
+        ++fits_reports;
+      }
+      return absl::OkStatus();
+    };
+    absl::StatusOr<KernelScore> concurrent =
+        ScoreKernel(data, Kernel("SE+LIN"), concurrent_options, watch);
+    ASSERT_TRUE(concurrent.ok()) << concurrent.status();
+    EXPECT_EQ(concurrent->metrics, sequential->metrics) << "variant " << variant;
+    EXPECT_EQ(concurrent->mll_fit->values, sequential->mll_fit->values);
+    EXPECT_EQ(concurrent->map_fit->values, sequential->map_fit->values);
+    EXPECT_EQ(concurrent->mll_fit->evaluations, sequential->mll_fit->evaluations);
+    EXPECT_EQ(concurrent->map_fit->evaluations, sequential->map_fit->evaluations);
+    EXPECT_FALSE(backwards);
+    EXPECT_GT(fits_reports, 2 * options.fit.restarts);
+  }
+  // A cancellation from the callback stops both fits.
+  ScoreOptions cancelled_options = options;
+  cancelled_options.fit.threads = 2;
+  int calls = 0;
+  ProgressCallback cancel = [&](const Progress&) {
+    return ++calls >= 2 ? absl::CancelledError("stop") : absl::OkStatus();
+  };
+  EXPECT_EQ(ScoreKernel(data, Kernel("SE+LIN"), cancelled_options, cancel).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 2);
 }
 
 }  // namespace
