@@ -150,18 +150,41 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
   Factorized f;
   if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
   if (gradient) {
-    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ (Rasmussen & Williams eq. 5.9), evaluated as
-    // ½ (αᵀK_iα − Σ K⁻¹ ∘ K_i) so that W itself is never formed.
+    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ (Rasmussen & Williams eq. 5.9). W and K_i are
+    // symmetric, so the sum is 2·Σ over the lower triangle minus the diagonal: one pass over
+    // the lower triangles, a column of W at a time (never the whole W), for all parameters.
     const int noise_index = static_cast<int>(parameters_.size()) - 1;
-    const Eigen::MatrixXd k_inverse = f.cholesky.Inverse();
+    const Eigen::MatrixXd k_inverse = f.cholesky.InverseLowerTriangle();
     const auto& dk = evaluator_->Root(f.values).dk;
-    gradient->resize(num_free());
+    const int n = static_cast<int>(y_.size());
+    std::vector<int> kernel_params;  // free index k → parameter index i, noise excluded
+    std::vector<int> kernel_free;
     for (int k = 0; k < num_free(); ++k) {
-      const int i = free_index_[k];
-      (*gradient)(k) =
-          i == noise_index
-              ? 0.5 * f.noise_slope * (f.alpha.squaredNorm() - k_inverse.trace())
-              : 0.5 * (f.alpha.dot(dk[i] * f.alpha) - (k_inverse.array() * dk[i].array()).sum());
+      if (free_index_[k] != noise_index) {
+        kernel_params.push_back(free_index_[k]);
+        kernel_free.push_back(k);
+      }
+    }
+    Eigen::VectorXd lower_sums = Eigen::VectorXd::Zero(kernel_params.size());
+    Eigen::VectorXd diagonal_sums = Eigen::VectorXd::Zero(kernel_params.size());
+    Eigen::VectorXd w_column(n);
+    for (int j = 0; j < n; ++j) {
+      const int len = n - j;
+      w_column.head(len) = f.alpha.tail(len) * f.alpha(j) - k_inverse.col(j).tail(len);
+      for (size_t p = 0; p < kernel_params.size(); ++p) {
+        const Eigen::MatrixXd& d = dk[kernel_params[p]];
+        lower_sums(p) += d.col(j).tail(len).dot(w_column.head(len));
+        diagonal_sums(p) += d(j, j) * w_column(0);
+      }
+    }
+    gradient->resize(num_free());
+    for (size_t p = 0; p < kernel_params.size(); ++p) {
+      (*gradient)(kernel_free[p]) = 0.5 * (2.0 * lower_sums(p) - diagonal_sums(p));
+    }
+    for (int k = 0; k < num_free(); ++k) {
+      if (free_index_[k] == noise_index) {
+        (*gradient)(k) = 0.5 * f.noise_slope * (f.alpha.squaredNorm() - k_inverse.trace());
+      }
     }
   }
   return f.value;

@@ -145,7 +145,7 @@ Eigen::VectorXd SpdFactorization::Solve(const Eigen::VectorXd& rhs) const {
   return Solve(Eigen::MatrixXd(rhs)).col(0);
 }
 
-Eigen::MatrixXd SpdFactorization::Inverse() const {
+Eigen::MatrixXd SpdFactorization::InverseLowerTriangle() const {
   // K⁻¹ = L⁻ᵀ L⁻¹: invert the factor (see InvertLowerTriangular), then dlauum forms the
   // product in place — what dpotri does, with a faster triangular inverse.
   Eigen::MatrixXd inverse = factor_;
@@ -153,6 +153,11 @@ Eigen::MatrixXd SpdFactorization::Inverse() const {
   int info = 0;
   InvertLowerTriangular(n, inverse.data(), n);
   dlauum_("L", &n, inverse.data(), &n, &info, 1);
+  return inverse;
+}
+
+Eigen::MatrixXd SpdFactorization::Inverse() const {
+  Eigen::MatrixXd inverse = InverseLowerTriangle();
   inverse.triangularView<Eigen::StrictlyUpper>() = inverse.transpose();
   return inverse;
 }

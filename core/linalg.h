@@ -49,6 +49,9 @@ class SpdFactorization {
   Eigen::MatrixXd Solve(const Eigen::MatrixXd& rhs) const;
   // The full symmetric inverse (LAPACK dpotri on a copy of the factor).
   Eigen::MatrixXd Inverse() const;
+  // The inverse's lower triangle (diagonal included); the strict upper triangle is garbage.
+  // Saves Inverse()'s transposed copy when only one triangle is read.
+  Eigen::MatrixXd InverseLowerTriangle() const;
   // The lower triangle holds L; the strict upper triangle holds the factorised matrix's.
   const Eigen::MatrixXd& lower() const { return factor_; }
 
