@@ -34,13 +34,50 @@ struct FitCancelled {
   absl::Status status;
 };
 
+// Free (not bound-blocked) components: a raw value at a bound whose gradient pushes it further
+// out is held there, as in L-BFGS-B's projected gradient.
+std::vector<int> FreeComponents(const Eigen::VectorXd& x, const Eigen::VectorXd& gradient,
+                                double lower, double upper) {
+  std::vector<int> free;
+  for (int k = 0; k < x.size(); ++k) {
+    const bool blocked = (x(k) <= lower && gradient(k) < 0) || (x(k) >= upper && gradient(k) > 0);
+    if (!blocked) free.push_back(k);
+  }
+  return free;
+}
+
+double ProjectedGradientNorm(const Eigen::VectorXd& gradient, const std::vector<int>& free) {
+  double norm = 0.0;
+  for (int k : free) norm = std::max(norm, std::abs(gradient(k)));
+  return norm;
+}
+
+// A gain below this (relative to the objective), e.g. a Newton step's predicted ½gᵀ(−H)⁻¹g, is
+// rounding.
+constexpr double kNegligibleGain = 1e-11;
+
+// Thrown by NegativeObjective to end a start early (see there).
+struct FitConverged {};
+struct FitStalled : std::runtime_error {
+  FitStalled() : std::runtime_error("no progress over many evaluations") {}
+};
+
 // Negated objective for the minimiser; remembers the best point it has seen, since LBFGSpp
 // throws (instead of returning) when a line search cannot progress near the optimum.
+//
+// It also ends a start itself, for two wastes seen in practice: LBFGSpp tests convergence only
+// after a line search, so a trial point that already meets the tolerance is followed by a
+// line search at round-off level that spins through all its trials at one point (FitConverged);
+// and a line search that cannot progress costs max_linesearch evaluations before LBFGSpp gives
+// up (FitStalled after kStallEvaluations evaluations without a gain, handled like LBFGSpp's own
+// failure).
 class NegativeObjective {
  public:
-  NegativeObjective(const GpModel& model, FitObjective objective, const ProgressCallback& progress,
-                    const Progress& progress_template)
-      : model_(model), objective_(objective), progress_(progress),
+  static constexpr int kStallEvaluations = 12;
+
+  NegativeObjective(const GpModel& model, FitObjective objective, const FitOptions& options,
+                    const ProgressCallback& progress, const Progress& progress_template)
+      : model_(model), objective_(objective), options_(options), progress_(progress),
         progress_template_(progress_template) {}
 
   double operator()(const Eigen::VectorXd& raw, Eigen::VectorXd& gradient) {
@@ -63,13 +100,31 @@ class NegativeObjective {
     gradient = -gradient;
     if (!std::isfinite(total) || !gradient.allFinite()) {
       gradient.setZero();
+      ++evaluations_without_gain_;
+      if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
       return std::numeric_limits<double>::infinity();
     }
-    if (total > best_value_) {
-      best_value_ = total;
+    const double round_off = kNegligibleGain * std::max(1.0, std::abs(best_value_));
+    const bool gain = !has_best() || total > best_value_ + round_off;
+    evaluations_without_gain_ = gain ? 0 : evaluations_without_gain_ + 1;
+    if (gain && has_best()) ++improvements_;
+    // A point as good as the best (to round-off) whose projected gradient meets the tolerance
+    // is the end of this start, whatever the line search would do next.
+    const Eigen::VectorXd objective_gradient = -gradient;
+    const bool as_good = !has_best() || total >= best_value_ - round_off;
+    const bool stationary =
+        as_good &&
+        ProjectedGradientNorm(objective_gradient,
+                              FreeComponents(raw, objective_gradient, options_.raw_lower_bound,
+                                             options_.raw_upper_bound)) <=
+            options_.gradient_tolerance * std::max(1.0, raw.norm());
+    if (total > best_value_ || stationary) {
+      best_value_ = std::max(best_value_, total);
       best_raw_ = raw;
-      best_gradient_ = -gradient;
+      best_gradient_ = objective_gradient;
     }
+    if (stationary) throw FitConverged{};
+    if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
     return -total;
   }
 
@@ -78,13 +133,19 @@ class NegativeObjective {
   const Eigen::VectorXd& best_gradient() const { return best_gradient_; }  // of the objective
   double best_value() const { return best_value_; }
   int evaluations() const { return evaluations_; }
+  // Evaluations that improved on the best point (the starting point not counted): the steps
+  // that got somewhere, counted the same way however the start ended.
+  int improvements() const { return improvements_; }
 
  private:
   const GpModel& model_;
   FitObjective objective_;
+  const FitOptions& options_;
   const ProgressCallback& progress_;
   Progress progress_template_;
   int evaluations_ = 0;
+  int evaluations_without_gain_ = 0;
+  int improvements_ = 0;
   double best_value_ = -std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_raw_;
   Eigen::VectorXd best_gradient_;
@@ -119,24 +180,6 @@ absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
   return h;
 }
 
-// Free (not bound-blocked) components: a raw value at a bound whose gradient pushes it further
-// out is held there, as in L-BFGS-B's projected gradient.
-std::vector<int> FreeComponents(const Eigen::VectorXd& x, const Eigen::VectorXd& gradient,
-                                double lower, double upper) {
-  std::vector<int> free;
-  for (int k = 0; k < x.size(); ++k) {
-    const bool blocked = (x(k) <= lower && gradient(k) < 0) || (x(k) >= upper && gradient(k) > 0);
-    if (!blocked) free.push_back(k);
-  }
-  return free;
-}
-
-double ProjectedGradientNorm(const Eigen::VectorXd& gradient, const std::vector<int>& free) {
-  double norm = 0.0;
-  for (int k : free) norm = std::max(norm, std::abs(gradient(k)));
-  return norm;
-}
-
 // The objective's value alone (no derivatives), for trial points.
 absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objective,
                                       const Eigen::VectorXd& raw) {
@@ -151,8 +194,6 @@ absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objecti
 // Positive curvature of the objective larger than this (in raw units) makes a stationary point a
 // saddle, not a maximum.
 constexpr double kSaddleCurvature = 1e-6;
-// A Newton step's predicted gain ½gᵀ(−H)⁻¹g below this (relative to the objective) is rounding.
-constexpr double kNegligibleGain = 1e-11;
 
 // Polishes a fit's end point into a stationary local maximum with Levenberg–Marquardt-damped
 // Newton steps on the exact Hessian. L-BFGS-B can stop short of one: on periodic kernels the
@@ -316,7 +357,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
                absl::StrCat("start ", start + 1, "/", total_starts)};
     if (out.status = ReportProgress(report, p); !out.status.ok()) return out;
 
-    NegativeObjective f(model, objective, report, p);
+    NegativeObjective f(model, objective, options, report, p);
     double fx = 0.0;
     // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
     // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
@@ -330,8 +371,10 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
           Eigen::VectorXd no_gradient(0);
           f(x, no_gradient);
         } else {
-          out.iterations += solver.minimize(f, x, fx, lower, upper);
+          solver.minimize(f, x, fx, lower, upper);
         }
+        break;
+      } catch (const FitConverged&) {
         break;
       } catch (const FitCancelled& cancelled) {
         out.status = cancelled.status;
@@ -345,6 +388,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
       }
     }
     out.evaluations = f.evaluations();
+    out.iterations = f.improvements();
     if (!f.has_best()) return out;
     out.ok = true;
     out.raw = f.best_raw();
@@ -408,10 +452,18 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     result.evaluations += outcome.evaluations;
     if (!outcome.ok) continue;
     ++result.successful_restarts;
-    if (outcome.value > best) {
+    best = std::max(best, outcome.value);
+  }
+  // The first start that reached the best value to rounding wins: starts that converged to the
+  // same optimum differ only in the last bits, which must not decide (nor let a warm start, the
+  // last one, replace a random start that found the same optimum).
+  for (int start = 0; start < total_starts; ++start) {
+    const StartOutcome& outcome = outcomes[start];
+    if (outcome.ok && outcome.value >= best - kNegligibleGain * std::max(1.0, std::abs(best))) {
       best = outcome.value;
       result.best_restart = start;
       result.raw = outcome.raw;
+      break;
     }
   }
   if (result.successful_restarts == 0) {

@@ -34,7 +34,10 @@ struct FitOptions {
   // of the pool's own tasks. Kernel search passes its pool here, so that the starts of the last
   // candidates of a step fill workers that would otherwise idle. Results do not depend on it.
   ThreadPool* pool = nullptr;
-  double gradient_tolerance = 1e-6; // stop when the projected gradient ‖g‖∞ < tol·max(1, ‖r‖)
+  // Stop a start when the projected gradient ‖g‖∞ < tol·max(1, ‖r‖) (scikit-learn's L-BFGS-B
+  // stops at 1e-5 too). The winning start is then polished by exact-Hessian Newton steps until
+  // a step would gain less than rounding, so this sets the cost of the losers, not the answer.
+  double gradient_tolerance = 1e-5;
   double relative_tolerance = 1e-12;// or when the objective changes relatively less than this
   // Box on the raw values. The lower bound keeps softplus(r) ≥ 9e-14 so that derivatives of the
   // kernels stay finite; the upper one only stops runaways on flat likelihoods (softplus(r) ≈ r
@@ -57,7 +60,7 @@ struct FitResult {
   int best_restart = 0;                   // which start won (warm start = restarts)
   int starts = 0;                         // restarts (+1 with a warm start)
   int successful_restarts = 0;            // starts that produced a finite optimum
-  int iterations = 0;                     // total over starts
+  int iterations = 0;                     // improving steps (L-BFGS and Newton) over starts
   int evaluations = 0;                    // likelihood+gradient evaluations over starts
   std::string Summary() const;
 };

@@ -370,17 +370,29 @@ TEST(FitRestartsTest, WarmStartIsAnExtraStart) {
   ASSERT_TRUE(optimum.ok());
   EXPECT_EQ(optimum->starts, 2);
 
-  // One L-BFGS iteration per start: the random starts cannot get there, the warm start (at the
-  // optimum) wins and is reported as start index `restarts`.
+  // Random starts drawn from a prior far out on a plateau (lengthscale e^-20: K is the identity
+  // and the gradient vanishes) stay there; the warm start at the MLL optimum wins and is
+  // reported as start index `restarts`.
+  HyperparameterSettings plateau;
+  plateau.prior_overrides["SE.lengthscale"] = NormalPrior{-20.0, 0.01};
+  const GpModel stuck_model = MakeModel(Kernel("SE"), data, plateau);
+  absl::StatusOr<FitResult> mll_optimum =
+      FitHyperparameters(model, FitObjective::kMaximumLikelihood, options);
+  ASSERT_TRUE(mll_optimum.ok());
   FitOptions warm = options;
-  warm.max_iterations = 1;
-  warm.warm_start = optimum->raw;
-  absl::StatusOr<FitResult> fit = FitHyperparameters(model, FitObjective::kMaximumAPosteriori, warm);
+  warm.warm_start = mll_optimum->raw;
+  absl::StatusOr<FitResult> fit =
+      FitHyperparameters(stuck_model, FitObjective::kMaximumLikelihood, warm);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(fit->starts, 3);
   EXPECT_EQ(fit->successful_restarts, 3);
   EXPECT_EQ(fit->best_restart, 2);
-  EXPECT_NEAR(fit->objective_value, optimum->objective_value, 1e-9);
+  EXPECT_NEAR(fit->objective_value, mll_optimum->objective_value, 1e-9);
+  warm.warm_start.reset();
+  absl::StatusOr<FitResult> stuck =
+      FitHyperparameters(stuck_model, FitObjective::kMaximumLikelihood, warm);
+  ASSERT_TRUE(stuck.ok());
+  EXPECT_LT(stuck->objective_value, mll_optimum->objective_value - 1.0);  // the premise
 
   // A hopeless warm start never replaces a random one: the result is bit-identical to the fit
   // without it.
