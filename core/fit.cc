@@ -204,9 +204,12 @@ constexpr double kSaddleCurvature = 1e-6;
 // improves. At a stationary point with positive curvature along v (a saddle) the polish moves
 // along ±v, halving the distance until the objective improves, and continues from there.
 // `x`/`value` are updated in place; the error is only a cancellation from `progress`.
+// When `final_hessian` is set it receives the objective's Hessian at the final x (and its
+// jitter), which the last step computed anyway.
 absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const FitOptions& options,
                           const ProgressCallback& progress, const Progress& progress_template,
-                          Eigen::VectorXd& x, double& value, int& evaluations, int& iterations) {
+                          Eigen::VectorXd& x, double& value, int& evaluations, int& iterations,
+                          LikelihoodHessian* final_hessian = nullptr) {
   constexpr int kMaxNewtonSteps = 30;
   constexpr int kMaxDampingIncreases = 40;
   absl::StatusOr<LikelihoodHessian> here = ObjectiveWithHessian(model, objective, x);
@@ -278,6 +281,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
     ++iterations;
     if (!moved) break;  // no better point at machine precision
   }
+  if (final_hessian != nullptr) *final_hessian = *std::move(here);
   return absl::OkStatus();
 }
 
@@ -474,11 +478,14 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     // The winner also gets the curvature check (one Hessian when it is already a maximum): a
     // stationary end point can be a saddle on a nearly flat ridge.
     Progress p{stage, 1.0, "polish"};
+    LikelihoodHessian at_optimum;
     if (absl::Status s = NewtonPolish(model, objective, options, progress, p, result.raw, best,
-                                      result.evaluations, result.iterations);
+                                      result.evaluations, result.iterations, &at_optimum);
         !s.ok()) {
       return s;
     }
+    result.objective_hessian = std::move(at_optimum.hessian);
+    result.objective_hessian_jitter = at_optimum.jitter;
   }
   absl::StatusOr<double> log_likelihood = model.LogLikelihood(result.raw);
   if (!log_likelihood.ok()) return log_likelihood.status();

@@ -62,6 +62,11 @@ struct FitResult {
   int successful_restarts = 0;            // starts that produced a finite optimum
   int iterations = 0;                     // improving steps (L-BFGS and Newton) over starts
   int evaluations = 0;                    // likelihood+gradient evaluations over starts
+  // The objective's Hessian in raw space at `raw` and the Cholesky jitter it needed, from the
+  // winner's final Newton check (ScoreKernel's Laplace step reuses it); empty when that check
+  // could not be made (e.g. no free parameter).
+  Eigen::MatrixXd objective_hessian;
+  double objective_hessian_jitter = 0.0;
   std::string Summary() const;
 };
 

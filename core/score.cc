@@ -269,12 +269,21 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
     if (absl::Status s = ReportProgress(progress, {"hessian", 0.95, "Laplace Hessian"}); !s.ok()) {
       return s;
     }
-    absl::StatusOr<LikelihoodHessian> lik = model->LogLikelihoodHessian(score.map_fit->raw);
-    if (!lik.ok()) return lik.status();
-    Eigen::MatrixXd prior_hessian;
-    model->LogPrior(score.map_fit->raw, nullptr, &prior_hessian);
-    // H = −∇²(log lik + log prior) at the MAP optimum.
-    const Eigen::MatrixXd h = -(lik->hessian + prior_hessian);
+    // H = −∇²(log lik + log prior) at the MAP optimum: the fit's final Newton check computed
+    // exactly this matrix at exactly this point, so it is reused when there.
+    Eigen::MatrixXd h;
+    double hessian_jitter = 0.0;
+    if (u > 0 && score.map_fit->objective_hessian.rows() == u) {
+      h = -score.map_fit->objective_hessian;
+      hessian_jitter = score.map_fit->objective_hessian_jitter;
+    } else {
+      absl::StatusOr<LikelihoodHessian> lik = model->LogLikelihoodHessian(score.map_fit->raw);
+      if (!lik.ok()) return lik.status();
+      Eigen::MatrixXd prior_hessian;
+      model->LogPrior(score.map_fit->raw, nullptr, &prior_hessian);
+      h = -(lik->hessian + prior_hessian);
+      hessian_jitter = lik->jitter;
+    }
     LaplaceDiagnostics diag;
     if (u > 0) {
       Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(h);
@@ -285,7 +294,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       diag.eigenvectors = eigen.eigenvectors();
     }
     diag.positive_definite = u == 0 || diag.eigenvalues(0) > 0;
-    diag.hessian_jitter = lik->jitter;
+    diag.hessian_jitter = hessian_jitter;
     if (diag.positive_definite && options.compute_laplace_covariance && u > 0) {
       diag.covariance = diag.eigenvectors * diag.eigenvalues.cwiseInverse().asDiagonal() *
                         diag.eigenvectors.transpose();

@@ -147,6 +147,8 @@ void ExpectStationaryLocalMaximum(const GpModel& model, FitObjective objective,
     if (!at_bound) interior.push_back(k);
   }
   const Eigen::MatrixXd h = ObjectiveHessian(model, objective, fit->raw);
+  // The Hessian the fit hands on (for the Laplace step) is this one, to the bit.
+  EXPECT_TRUE(fit->objective_hessian.rows() == h.rows() && fit->objective_hessian == h);
   const int m = static_cast<int>(interior.size());
   Eigen::MatrixXd hi(m, m);
   Eigen::VectorXd gi(m);
