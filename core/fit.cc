@@ -319,49 +319,140 @@ std::string FitResult::Summary() const {
   return out;
 }
 
-absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
-                                             const FitOptions& options,
-                                             const ProgressCallback& progress) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  const int u = model.num_free();
-  if (options.warm_start && options.warm_start->size() != u) {
-    return absl::InvalidArgumentError(absl::StrCat("warm_start: has ", options.warm_start->size(),
-                                                   " entries, the model has ", u));
+namespace {
+
+// One fit (one objective) in phases — validation, independent starts, then the combination and
+// the winner's polish — so that several fits can put their starts into one batch.
+class FitRun {
+ public:
+  FitRun(const GpModel& model, FitObjective objective, const FitOptions& options)
+      : model_(model), objective_(objective), options_(options), u_(model.num_free()),
+        mean_(model.prior_mean()), sd_(model.prior_sd()),
+        lower_(Eigen::VectorXd::Constant(u_, options.raw_lower_bound)),
+        upper_(Eigen::VectorXd::Constant(u_, options.raw_upper_bound)),
+        total_starts_(options.restarts + (options.warm_start ? 1 : 0)),
+        stage_(objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit") {
+    param_.m = 10;
+    param_.epsilon = options.gradient_tolerance;
+    param_.epsilon_rel = options.gradient_tolerance;
+    param_.past = 1;
+    param_.delta = options.relative_tolerance;
+    param_.max_iterations = options.max_iterations;
+    param_.max_linesearch = 40;
   }
-  const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
-  const Eigen::VectorXd lower = Eigen::VectorXd::Constant(u, options.raw_lower_bound);
-  const Eigen::VectorXd upper = Eigen::VectorXd::Constant(u, options.raw_upper_bound);
 
-  LBFGSpp::LBFGSBParam<double> param;
-  param.m = 10;
-  param.epsilon = options.gradient_tolerance;
-  param.epsilon_rel = options.gradient_tolerance;
-  param.past = 1;
-  param.delta = options.relative_tolerance;
-  param.max_iterations = options.max_iterations;
-  param.max_linesearch = 40;
-
-  const int total_starts = options.restarts + (options.warm_start ? 1 : 0);
-  const char* stage = objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit";
-
-  // One start: L-BFGS-B from its point, then the Newton polish if it stopped short. Depends only
-  // on (seed, objective, start), never on other starts, so starts can run in any order/thread.
-  auto run_start = [&](int start, const ProgressCallback& report) {
-    StartOutcome out;
-    Eigen::VectorXd x(u);
-    if (start < options.restarts) {
-      std::mt19937_64 rng(MixSeed(options.seed, static_cast<uint64_t>(objective), start));
-      std::normal_distribution<double> normal(0.0, 1.0);
-      for (int k = 0; k < u; ++k) x(k) = mean(k) + sd(k) * normal(rng);
-    } else {
-      x = *options.warm_start;
+  absl::Status Validate() const {
+    if (absl::Status s = options_.Validate(); !s.ok()) return s;
+    if (options_.warm_start && options_.warm_start->size() != u_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "warm_start: has ", options_.warm_start->size(), " entries, the model has ", u_));
     }
-    x = x.cwiseMax(lower).cwiseMin(upper);
-    Progress p{stage, static_cast<double>(start) / total_starts,
-               absl::StrCat("start ", start + 1, "/", total_starts)};
+    return absl::OkStatus();
+  }
+
+  int total_starts() const { return total_starts_; }
+
+  // Progress fractions of this fit's starts are mapped to [offset, offset + scale] (several
+  // fits sharing one progress stream).
+  void SetProgressRange(double offset, double scale) {
+    fraction_offset_ = offset;
+    fraction_scale_ = scale;
+  }
+
+  // One start: L-BFGS-B from its point, then the Newton polish if it stopped short. Depends
+  // only on (seed, objective, start), never on other starts, so starts can run in any order or
+  // thread. Never throws: anything escaping (bad_alloc, say) becomes the outcome's status.
+  StartOutcome RunStart(int start, const ProgressCallback& report) const {
+    try {
+      return RunStartOrThrow(start, report);
+    } catch (const std::exception& e) {
+      StartOutcome out;
+      out.status = absl::InternalError(absl::StrCat(stage_, " start ", start, ": ", e.what()));
+      return out;
+    } catch (...) {
+      StartOutcome out;
+      out.status =
+          absl::InternalError(absl::StrCat(stage_, " start ", start, ": unknown exception"));
+      return out;
+    }
+  }
+
+  // Combines the outcomes in start order (so the winner does not depend on the thread count)
+  // and polishes the winner.
+  absl::StatusOr<FitResult> Finish(const std::vector<StartOutcome>& outcomes,
+                                   const ProgressCallback& progress) const {
+    for (const StartOutcome& outcome : outcomes) {
+      if (!outcome.status.ok()) return outcome.status;
+    }
+    FitResult result;
+    result.objective = objective_;
+    result.starts = total_starts_;
+    double best = -std::numeric_limits<double>::infinity();
+    for (const StartOutcome& outcome : outcomes) {
+      result.iterations += outcome.iterations;
+      result.evaluations += outcome.evaluations;
+      if (!outcome.ok) continue;
+      ++result.successful_restarts;
+      best = std::max(best, outcome.value);
+    }
+    // The first start that reached the best value to rounding wins: starts that converged to
+    // the same optimum differ only in the last bits, which must not decide (nor let a warm
+    // start, the last one, replace a random start that found the same optimum).
+    for (int start = 0; start < total_starts_; ++start) {
+      const StartOutcome& outcome = outcomes[start];
+      if (outcome.ok && outcome.value >= best - kNegligibleGain * std::max(1.0, std::abs(best))) {
+        best = outcome.value;
+        result.best_restart = start;
+        result.raw = outcome.raw;
+        break;
+      }
+    }
+    if (result.successful_restarts == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          stage_, ": no start produced a finite likelihood (covariance never positive definite)"));
+    }
+    if (u_ > 0) {
+      // The winner also gets the curvature check (one Hessian when it is already a maximum): a
+      // stationary end point can be a saddle on a nearly flat ridge.
+      Progress p{stage_, fraction_offset_ + fraction_scale_, "polish"};
+      LikelihoodHessian at_optimum;
+      if (absl::Status s = NewtonPolish(model_, objective_, options_, progress, p, result.raw,
+                                        best, result.evaluations, result.iterations, &at_optimum);
+          !s.ok()) {
+        return s;
+      }
+      result.objective_hessian = std::move(at_optimum.hessian);
+      result.objective_hessian_jitter = at_optimum.jitter;
+    }
+    absl::StatusOr<double> log_likelihood = model_.LogLikelihood(result.raw);
+    if (!log_likelihood.ok()) return log_likelihood.status();
+    result.log_likelihood = *log_likelihood;
+    result.log_prior = model_.LogPrior(result.raw);
+    result.objective_value = objective_ == FitObjective::kMaximumLikelihood
+                                 ? result.log_likelihood
+                                 : result.log_likelihood + result.log_prior;
+    result.values = model_.NaturalValues(result.raw);
+    return result;
+  }
+
+ private:
+  StartOutcome RunStartOrThrow(int start, const ProgressCallback& report) const {
+    StartOutcome out;
+    Eigen::VectorXd x(u_);
+    if (start < options_.restarts) {
+      std::mt19937_64 rng(MixSeed(options_.seed, static_cast<uint64_t>(objective_), start));
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (int k = 0; k < u_; ++k) x(k) = mean_(k) + sd_(k) * normal(rng);
+    } else {
+      x = *options_.warm_start;
+    }
+    x = x.cwiseMax(lower_).cwiseMin(upper_);
+    Progress p{stage_,
+               fraction_offset_ + fraction_scale_ * static_cast<double>(start) / total_starts_,
+               absl::StrCat("start ", start + 1, "/", total_starts_)};
     if (out.status = ReportProgress(report, p); !out.status.ok()) return out;
 
-    NegativeObjective f(model, objective, options, report, p);
+    NegativeObjective f(model_, objective_, options_, report, p);
     double fx = 0.0;
     // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
     // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
@@ -369,13 +460,13 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     constexpr int kMaxSolverRestarts = 4;
     double previous_best = -std::numeric_limits<double>::infinity();
     for (int attempt = 0; attempt <= kMaxSolverRestarts; ++attempt) {
-      LBFGSpp::LBFGSBSolver<double> solver(param);
+      LBFGSpp::LBFGSBSolver<double> solver(param_);
       try {
-        if (u == 0) {  // everything fixed: nothing to optimise, just evaluate
+        if (u_ == 0) {  // everything fixed: nothing to optimise, just evaluate
           Eigen::VectorXd no_gradient(0);
           f(x, no_gradient);
         } else {
-          solver.minimize(f, x, fx, lower, upper);
+          solver.minimize(f, x, fx, lower_, upper_);
         }
         break;
       } catch (const FitConverged&) {
@@ -383,12 +474,8 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
       } catch (const FitCancelled& cancelled) {
         out.status = cancelled.status;
         return out;
-      } catch (const std::exception&) {
-        if (!f.has_best() || !(f.best_value() > previous_best + 1e-9 * std::abs(f.best_value()))) {
-          break;
-        }
-        previous_best = f.best_value();
-        x = f.best_raw();
+      } catch (const std::exception&) {  // LBFGSpp's line-search failures, FitStalled
+        if (!RetryFromBest(f, previous_best, x)) break;
       }
     }
     out.evaluations = f.evaluations();
@@ -398,21 +485,71 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
     out.raw = f.best_raw();
     out.value = f.best_value();
     const std::vector<int> free = FreeComponents(out.raw, f.best_gradient(),
-                                                 options.raw_lower_bound, options.raw_upper_bound);
-    if (u > 0 && ProjectedGradientNorm(f.best_gradient(), free) >
-                     options.gradient_tolerance * std::max(1.0, out.raw.norm())) {
-      out.status = NewtonPolish(model, objective, options, report, p, out.raw, out.value,
+                                                 options_.raw_lower_bound,
+                                                 options_.raw_upper_bound);
+    if (u_ > 0 && ProjectedGradientNorm(f.best_gradient(), free) >
+                      options_.gradient_tolerance * std::max(1.0, out.raw.norm())) {
+      out.status = NewtonPolish(model_, objective_, options_, report, p, out.raw, out.value,
                                 out.evaluations, out.iterations);
     }
     return out;
-  };
+  }
 
-  std::vector<StartOutcome> outcomes(total_starts);
-  const int threads = std::min(options.threads, total_starts);
+  // After a failed solver run: continue from the best point seen if it improved on the last
+  // attempt's best.
+  static bool RetryFromBest(const NegativeObjective& f, double& previous_best,
+                            Eigen::VectorXd& x) {
+    if (!f.has_best() || !(f.best_value() > previous_best + 1e-9 * std::abs(f.best_value()))) {
+      return false;
+    }
+    previous_best = f.best_value();
+    x = f.best_raw();
+    return true;
+  }
+
+  const GpModel& model_;
+  const FitObjective objective_;
+  const FitOptions& options_;
+  const int u_;
+  const Eigen::VectorXd mean_, sd_, lower_, upper_;
+  const int total_starts_;
+  const char* const stage_;
+  LBFGSpp::LBFGSBParam<double> param_;
+  double fraction_offset_ = 0.0;
+  double fraction_scale_ = 1.0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
+    const GpModel& model, const std::vector<FitObjective>& objectives, const FitOptions& options,
+    const ProgressCallback& progress) {
+  std::vector<std::unique_ptr<FitRun>> runs;
+  int grand_total = 0;
+  for (FitObjective objective : objectives) {
+    runs.push_back(std::make_unique<FitRun>(model, objective, options));
+    if (absl::Status s = runs.back()->Validate(); !s.ok()) return s;
+    grand_total += runs.back()->total_starts();
+  }
+  int offset = 0;
+  for (auto& run : runs) {
+    run->SetProgressRange(static_cast<double>(offset) / grand_total,
+                          static_cast<double>(run->total_starts()) / grand_total);
+    offset += run->total_starts();
+  }
+  std::vector<std::vector<StartOutcome>> outcomes(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) outcomes[r].resize(runs[r]->total_starts());
+  std::vector<absl::StatusOr<FitResult>> results(runs.size(), absl::UnknownError("not run"));
+
+  const int threads = std::min(options.threads, grand_total);
   if (threads <= 1 && options.pool == nullptr) {
-    for (int start = 0; start < total_starts; ++start) {
-      outcomes[start] = run_start(start, progress);
-      if (!outcomes[start].status.ok()) return outcomes[start].status;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      for (int start = 0; start < runs[r]->total_starts(); ++start) {
+        outcomes[r][start] = runs[r]->RunStart(start, progress);
+        if (!outcomes[r][start].status.ok()) return outcomes[r][start].status;
+      }
+      results[r] = runs[r]->Finish(outcomes[r], progress);
+      if (!results[r].ok()) return results[r].status();
     }
   } else {
     SerializedProgress serialized(progress);
@@ -423,79 +560,49 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
       own_pool = std::make_unique<ThreadPool>(threads - 1);  // this thread is the other one
       pool = own_pool.get();
     }
-    TaskGroup group(pool);
-    for (int start = 0; start < total_starts; ++start) {
-      group.Schedule([&, start] {
-        // Pool tasks must not throw: anything escaping a start (bad_alloc, say) becomes its
-        // status.
+    {
+      // Every start of every fit in one batch, in the given order (the costlier fit first
+      // keeps the batch close to longest-first order).
+      TaskGroup starts(pool);
+      for (size_t r = 0; r < runs.size(); ++r) {
+        for (int start = 0; start < runs[r]->total_starts(); ++start) {
+          starts.Schedule(
+              [&, r, start] { outcomes[r][start] = runs[r]->RunStart(start, report); });
+        }
+      }
+      starts.Wait();
+    }
+    // Then the winners' polishes side by side. (Finish returns errors as statuses; anything
+    // thrown is turned into one so that pool tasks never throw.)
+    TaskGroup finishes(pool);
+    for (size_t r = 0; r < runs.size(); ++r) {
+      finishes.Schedule([&, r] {
         try {
-          outcomes[start] = run_start(start, report);
+          results[r] = runs[r]->Finish(outcomes[r], report);
         } catch (const std::exception& e) {
-          outcomes[start].status =
-              absl::InternalError(absl::StrCat(stage, " start ", start, ": ", e.what()));
+          results[r] = absl::InternalError(absl::StrCat("fit: ", e.what()));
         } catch (...) {
-          outcomes[start].status =
-              absl::InternalError(absl::StrCat(stage, " start ", start, ": unknown exception"));
+          results[r] = absl::InternalError("fit: unknown exception");
         }
       });
     }
-    group.Wait();
-    for (const StartOutcome& outcome : outcomes) {
-      if (!outcome.status.ok()) return outcome.status;
-    }
+    finishes.Wait();
   }
+  std::vector<FitResult> out;
+  for (auto& result : results) {
+    if (!result.ok()) return result.status();
+    out.push_back(*std::move(result));
+  }
+  return out;
+}
 
-  // Combined in start order, so the winner (first best) does not depend on the thread count.
-  FitResult result;
-  result.objective = objective;
-  result.starts = total_starts;
-  double best = -std::numeric_limits<double>::infinity();
-  for (int start = 0; start < total_starts; ++start) {
-    const StartOutcome& outcome = outcomes[start];
-    result.iterations += outcome.iterations;
-    result.evaluations += outcome.evaluations;
-    if (!outcome.ok) continue;
-    ++result.successful_restarts;
-    best = std::max(best, outcome.value);
-  }
-  // The first start that reached the best value to rounding wins: starts that converged to the
-  // same optimum differ only in the last bits, which must not decide (nor let a warm start, the
-  // last one, replace a random start that found the same optimum).
-  for (int start = 0; start < total_starts; ++start) {
-    const StartOutcome& outcome = outcomes[start];
-    if (outcome.ok && outcome.value >= best - kNegligibleGain * std::max(1.0, std::abs(best))) {
-      best = outcome.value;
-      result.best_restart = start;
-      result.raw = outcome.raw;
-      break;
-    }
-  }
-  if (result.successful_restarts == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        stage, ": no start produced a finite likelihood (covariance never positive definite)"));
-  }
-  if (u > 0) {
-    // The winner also gets the curvature check (one Hessian when it is already a maximum): a
-    // stationary end point can be a saddle on a nearly flat ridge.
-    Progress p{stage, 1.0, "polish"};
-    LikelihoodHessian at_optimum;
-    if (absl::Status s = NewtonPolish(model, objective, options, progress, p, result.raw, best,
-                                      result.evaluations, result.iterations, &at_optimum);
-        !s.ok()) {
-      return s;
-    }
-    result.objective_hessian = std::move(at_optimum.hessian);
-    result.objective_hessian_jitter = at_optimum.jitter;
-  }
-  absl::StatusOr<double> log_likelihood = model.LogLikelihood(result.raw);
-  if (!log_likelihood.ok()) return log_likelihood.status();
-  result.log_likelihood = *log_likelihood;
-  result.log_prior = model.LogPrior(result.raw);
-  result.objective_value = objective == FitObjective::kMaximumLikelihood
-                               ? result.log_likelihood
-                               : result.log_likelihood + result.log_prior;
-  result.values = model.NaturalValues(result.raw);
-  return result;
+absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
+                                             const FitOptions& options,
+                                             const ProgressCallback& progress) {
+  absl::StatusOr<std::vector<FitResult>> fits =
+      FitHyperparametersJointly(model, {objective}, options, progress);
+  if (!fits.ok()) return fits.status();
+  return std::move(fits->front());
 }
 
 }  // namespace gpsel

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <Eigen/Dense>
 
@@ -75,6 +76,15 @@ struct FitResult {
 absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
                                              const FitOptions& options,
                                              const ProgressCallback& progress = nullptr);
+
+// Several fits of one model at once (ScoreKernel's MLL and MAP fits): the starts of all of them
+// form one batch on options.pool (or options.threads threads), in the order given — put the
+// costlier objective first — and then the winners are polished side by side. The results, in
+// the order of `objectives`, are exactly those of separate FitHyperparameters calls. Progress is
+// one stream whose fraction covers all starts.
+absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
+    const GpModel& model, const std::vector<FitObjective>& objectives, const FitOptions& options,
+    const ProgressCallback& progress = nullptr);
 
 }  // namespace gpsel
 

@@ -6,9 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <memory>
-#include <mutex>
-#include <stdexcept>
 #include <utility>
 
 #include <Eigen/Eigenvalues>
@@ -19,7 +16,6 @@
 #include "absl/strings/strip.h"
 #include "core/gp_model.h"
 #include "core/linalg.h"
-#include "core/thread_pool.h"
 
 namespace gpsel {
 
@@ -150,60 +146,6 @@ LaplaceDiagnostics::ClampedDirection DescribeDirection(double eigenvalue,
 
 std::string FormatLaplaceRName(double r) { return absl::StrFormat("lap_r=%g", r); }
 
-// The MLL and the MAP fit run concurrently on `fit.pool` (or on fit.threads threads of their
-// own). Progress is one stream, "fits", whose fraction is the mean of the two fits' fractions.
-absl::StatusOr<std::pair<FitResult, FitResult>> FitBothConcurrently(
-    const GpModel& model, const FitOptions& fit, const ProgressCallback& progress) {
-  std::unique_ptr<ThreadPool> own_pool;
-  FitOptions shared = fit;
-  if (shared.pool == nullptr) {
-    own_pool = std::make_unique<ThreadPool>(fit.threads - 1);  // this thread helps in Wait()
-    shared.pool = own_pool.get();
-  }
-  SerializedProgress serialized(progress);
-  const ProgressCallback report = serialized.Callback();
-  std::mutex fractions_mutex;
-  double fractions[2] = {0.0, 0.0};
-  auto progress_of = [&](int which) -> ProgressCallback {
-    if (!report) return nullptr;
-    return [&, which](const Progress& p) {
-      Progress combined = p;
-      {
-        std::lock_guard<std::mutex> lock(fractions_mutex);
-        fractions[which] = std::max(fractions[which], p.fraction);
-        combined.fraction = 0.5 * (fractions[0] + fractions[1]);
-      }
-      combined.message = absl::StrCat(p.stage, ": ", p.message);
-      combined.stage = "fits";
-      return report(combined);
-    };
-  };
-  const ProgressCallback mll_progress = progress_of(0);
-  const ProgressCallback map_progress = progress_of(1);
-  absl::StatusOr<FitResult> mll = absl::UnknownError("not run");
-  absl::StatusOr<FitResult> map = absl::UnknownError("not run");
-  {
-    TaskGroup group(shared.pool);
-    // Pool tasks must not throw: anything escaping a fit (bad_alloc, say) becomes its status.
-    auto run = [&](FitObjective objective, const ProgressCallback& callback,
-                   absl::StatusOr<FitResult>& out) {
-      try {
-        out = FitHyperparameters(model, objective, shared, callback);
-      } catch (const std::exception& e) {
-        out = absl::InternalError(absl::StrCat("fit: ", e.what()));
-      } catch (...) {
-        out = absl::InternalError("fit: unknown exception");
-      }
-    };
-    group.Schedule([&] { run(FitObjective::kMaximumLikelihood, mll_progress, mll); });
-    group.Schedule([&] { run(FitObjective::kMaximumAPosteriori, map_progress, map); });
-    group.Wait();
-  }
-  if (!mll.ok()) return mll.status();
-  if (!map.ok()) return map.status();
-  return std::make_pair(*std::move(mll), *std::move(map));
-}
-
 // ScoreKernel, taking the fits `earlier` has (null: none).
 absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExpr& kernel,
                                             const ScoreOptions& options,
@@ -245,13 +187,15 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
 
   if (need_mll && need_map && !score.mll_fit && !score.map_fit &&
       (options.fit.threads > 1 || options.fit.pool != nullptr)) {
-    // Both fits at once on one pool: their ten-odd starts balance over the threads far better
-    // than two rounds of five (and the two Newton polishes overlap). Same numbers as in turn.
-    absl::StatusOr<std::pair<FitResult, FitResult>> fits =
-        FitBothConcurrently(*model, options.fit, progress);
+    // Both fits at once: their ten starts (the MLL ones, usually longer, first) balance over
+    // the threads far better than two rounds of five, and the two Newton polishes overlap.
+    // Same numbers as in turn.
+    absl::StatusOr<std::vector<FitResult>> fits = FitHyperparametersJointly(
+        *model, {FitObjective::kMaximumLikelihood, FitObjective::kMaximumAPosteriori},
+        options.fit, progress);
     if (!fits.ok()) return fits.status();
-    score.mll_fit = std::move(fits->first);
-    score.map_fit = std::move(fits->second);
+    score.mll_fit = std::move((*fits)[0]);
+    score.map_fit = std::move((*fits)[1]);
   } else if (need_mll && !score.mll_fit) {
     absl::StatusOr<FitResult> fit =
         FitHyperparameters(*model, FitObjective::kMaximumLikelihood, options.fit, progress);
