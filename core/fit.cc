@@ -89,6 +89,7 @@ class NegativeObjective {
     if (!value.ok()) {
       // Not positive definite here: an infinite wall the line search backs away from.
       gradient.setZero();
+      CountEvaluationWithoutGain();
       return std::numeric_limits<double>::infinity();
     }
     double total = *value;
@@ -100,8 +101,7 @@ class NegativeObjective {
     gradient = -gradient;
     if (!std::isfinite(total) || !gradient.allFinite()) {
       gradient.setZero();
-      ++evaluations_without_gain_;
-      if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
+      CountEvaluationWithoutGain();
       return std::numeric_limits<double>::infinity();
     }
     const double round_off = kNegligibleGain * std::max(1.0, std::abs(best_value_));
@@ -119,7 +119,9 @@ class NegativeObjective {
                                              options_.raw_upper_bound)) <=
             options_.gradient_tolerance * std::max(1.0, raw.norm());
     if (total > best_value_ || stationary) {
-      best_value_ = std::max(best_value_, total);
+      // A stationary point within round-off below the best replaces it, value included, so
+      // that the reported value is always the value at the reported point.
+      best_value_ = total;
       best_raw_ = raw;
       best_gradient_ = objective_gradient;
     }
@@ -127,6 +129,9 @@ class NegativeObjective {
     if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
     return -total;
   }
+
+  // Called before each solver run from the best point: the stall count is per run.
+  void BeginAttempt() { evaluations_without_gain_ = 0; }
 
   bool has_best() const { return best_value_ > -std::numeric_limits<double>::infinity(); }
   const Eigen::VectorXd& best_raw() const { return best_raw_; }
@@ -146,6 +151,10 @@ class NegativeObjective {
   int evaluations_ = 0;
   int evaluations_without_gain_ = 0;
   int improvements_ = 0;
+
+  void CountEvaluationWithoutGain() {
+    if (++evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
+  }
   double best_value_ = -std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_raw_;
   Eigen::VectorXd best_gradient_;
@@ -461,6 +470,7 @@ class FitRun {
     double previous_best = -std::numeric_limits<double>::infinity();
     for (int attempt = 0; attempt <= kMaxSolverRestarts; ++attempt) {
       LBFGSpp::LBFGSBSolver<double> solver(param_);
+      f.BeginAttempt();
       try {
         if (u_ == 0) {  // everything fixed: nothing to optimise, just evaluate
           Eigen::VectorXd no_gradient(0);

@@ -33,6 +33,9 @@ void ThreadPool::Schedule(std::function<void()> task) {
 
 void ThreadPool::RunTask(Task& task) {
   task.run();
+  // Destroy the task (and its captures) before the group can see it finished: the waiter may
+  // return and unwind the stack those captures refer to right after.
+  task.run = nullptr;
   if (task.group == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -66,8 +69,8 @@ void TaskGroup::Schedule(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(pool_->mutex_);
     ++pending_;
     // Behind the group tasks already queued (so a group's tasks start in order), ahead of
-    // plain tasks: a running batch is finished before new batches start, which also bounds
-    // how many batches (and their memory) are alive at once.
+    // plain tasks: with candidates as plain tasks, a running batch is finished before a new
+    // candidate starts, which also bounds how many (and their memory) are alive at once.
     auto position = pool_->tasks_.begin();
     while (position != pool_->tasks_.end() && position->group != nullptr) ++position;
     pool_->tasks_.insert(position, ThreadPool::Task{std::move(task), this});
@@ -88,9 +91,9 @@ void TaskGroup::Wait() {
   std::unique_lock<std::mutex> lock(pool_->mutex_);
   while (pending_ > 0) {
     // Our own queued tasks first; when all of ours are running elsewhere, another group's
-    // (group tasks are the small pieces of some running batch, so this never starts a new
-    // batch here and nesting stays as deep as the batches themselves); else sleep until one
-    // of ours finishes.
+    // (with only innermost batches as groups — see the header — these are small pieces of a
+    // running batch, so no new outer batch starts here); else sleep until one of ours
+    // finishes or new group work arrives.
     auto next = std::find_if(pool_->tasks_.begin(), pool_->tasks_.end(),
                              [this](const ThreadPool::Task& t) { return t.group == this; });
     if (next == pool_->tasks_.end() && !pool_->tasks_.empty() &&

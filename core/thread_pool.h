@@ -1,8 +1,8 @@
 // A small fixed-size thread pool, and task groups whose waiter helps.
 //
-// ThreadPool: tasks run in FIFO order on `num_threads` workers; the destructor finishes every
-// task already scheduled and joins the workers. Tasks must not throw. Several independent
-// batches may share one pool.
+// ThreadPool: plain tasks run in FIFO order on `num_threads` workers (group tasks, below, go
+// ahead of them); the destructor finishes every task already scheduled and joins the workers.
+// Tasks must not throw. Several independent batches may share one pool.
 //
 // TaskGroup: a batch of tasks on a pool (fork-join). Wait() runs the group's own queued tasks in
 // the calling thread (then other groups' tasks) and blocks only when none is queued, until the
@@ -11,6 +11,11 @@
 // deadlocking, and the group's tasks go ahead of older queued work, so idle workers help a
 // running batch before starting new ones. This is how a kernel search lets the optimiser starts
 // of its last candidates fill workers that would otherwise idle at the end of a step.
+//
+// Invariant for bounded nesting: only the innermost batches should be groups (the search
+// schedules candidates as plain tasks and their optimiser starts as groups). A waiter helps any
+// queued group task, so with groups as outer batches too it could start whole outer tasks
+// inside its Wait() and nesting would grow with their number; correct, but not intended.
 //
 //   gpsel::ThreadPool pool(4);
 //   gpsel::TaskGroup group(&pool);
@@ -61,11 +66,15 @@ class ThreadPool {
 };
 
 // A batch of tasks on a pool; see the file comment. With a null pool, Wait() runs every task
-// in the calling thread in scheduling order. Not copyable; the destructor waits.
+// in the calling thread in scheduling order. Not copyable. The destructor waits for tasks on a
+// pool (they may refer to the caller's stack); with a null pool, tasks never waited for (an
+// early return) are dropped, never run.
 class TaskGroup {
  public:
   explicit TaskGroup(ThreadPool* pool) : pool_(pool) {}
-  ~TaskGroup() { Wait(); }
+  ~TaskGroup() {
+    if (pool_ != nullptr) Wait();
+  }
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
 
