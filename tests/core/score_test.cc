@@ -100,5 +100,28 @@ TEST(ScoreTest, ConcurrentFitsGiveTheSequentialNumbers) {
   EXPECT_EQ(calls, 2);
 }
 
+// Reusing the fits of an earlier score (as kernel search does for its best kernel) gives the
+// numbers a fresh ScoreKernel gives, fitting only what the earlier score lacked.
+TEST(ScoreTest, ReusingFitsGivesTheFreshNumbers) {
+  const Dataset data = InterpretableExample();
+  ScoreOptions map_only;
+  map_only.metrics = {Metric::kLap0};
+  absl::StatusOr<KernelScore> earlier = ScoreKernel(data, Kernel("SE+LIN"), map_only);
+  ASSERT_TRUE(earlier.ok()) << earlier.status();
+  ASSERT_FALSE(earlier->mll_fit.has_value());
+  ScoreOptions all;  // every paper metric: needs the MLL fit too
+  absl::StatusOr<KernelScore> fresh = ScoreKernel(data, Kernel("SE+LIN"), all);
+  absl::StatusOr<KernelScore> reused =
+      ScoreKernelReusingFits(data, Kernel("LIN+SE"), all, *earlier);  // same canonical kernel
+  ASSERT_TRUE(fresh.ok() && reused.ok()) << reused.status();
+  EXPECT_EQ(reused->metrics, fresh->metrics);
+  EXPECT_EQ(reused->map_fit->evaluations, earlier->map_fit->evaluations);  // not refitted
+  EXPECT_EQ(reused->mll_fit->values, fresh->mll_fit->values);
+  EXPECT_EQ(reused->laplace->eigenvalues, fresh->laplace->eigenvalues);
+  // An earlier score of another kernel is refused.
+  EXPECT_EQ(ScoreKernelReusingFits(data, Kernel("SE"), all, *earlier).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gpsel
