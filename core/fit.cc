@@ -330,6 +330,18 @@ std::string FitResult::Summary() const {
 
 namespace {
 
+// INTERNAL status for the exception being handled, prefixed with `context`; for `catch (...)`
+// blocks of pool tasks, which must not throw.
+absl::Status StatusOfCurrentException(const std::string& context) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(context, ": ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(context, ": unknown exception"));
+  }
+}
+
 // One fit (one objective) in phases — validation, independent starts, then the combination and
 // the winner's polish — so that several fits can put their starts into one batch.
 class FitRun {
@@ -374,14 +386,9 @@ class FitRun {
   StartOutcome RunStart(int start, const ProgressCallback& report) const {
     try {
       return RunStartOrThrow(start, report);
-    } catch (const std::exception& e) {
-      StartOutcome out;
-      out.status = absl::InternalError(absl::StrCat(stage_, " start ", start, ": ", e.what()));
-      return out;
     } catch (...) {
       StartOutcome out;
-      out.status =
-          absl::InternalError(absl::StrCat(stage_, " start ", start, ": unknown exception"));
+      out.status = StatusOfCurrentException(absl::StrCat(stage_, " start ", start));
       return out;
     }
   }
@@ -589,10 +596,8 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
       finishes.Schedule([&, r] {
         try {
           results[r] = runs[r]->Finish(outcomes[r], report);
-        } catch (const std::exception& e) {
-          results[r] = absl::InternalError(absl::StrCat("fit: ", e.what()));
         } catch (...) {
-          results[r] = absl::InternalError("fit: unknown exception");
+          results[r] = StatusOfCurrentException("fit");
         }
       });
     }
