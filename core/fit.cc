@@ -61,6 +61,12 @@ struct FitConverged {};
 struct FitStalled : std::runtime_error {
   FitStalled() : std::runtime_error("no progress over many evaluations") {}
 };
+// Thrown by NegativeObjective when the best point is sliding towards a bound along `component`
+// (see there); the start then tries the bound itself.
+struct SlidingToBound {
+  int component;
+  double bound;
+};
 
 // Negated objective for the minimiser; remembers the best point it has seen, since LBFGSpp
 // throws (instead of returning) when a line search cannot progress near the optimum.
@@ -71,9 +77,21 @@ struct FitStalled : std::runtime_error {
 // and a line search that cannot progress costs max_linesearch evaluations before LBFGSpp gives
 // up (FitStalled after kStallEvaluations evaluations without a gain, handled like LBFGSpp's own
 // failure).
+//
+// And it spots a supremum at a bound. When a parameter is not needed (LIN.variance of SE+LIN in
+// an MLL fit, say) the likelihood rises towards its limit as softplus(r) → 0, i.e. r → −∞, with a
+// gradient that decays like e^r: L-BFGS-B then walks down r about one unit per evaluation, for
+// twenty evaluations and more, gaining less each time. When the best point has moved the same way
+// along one component on kSlideSteps improving evaluations in a row, beyond kSlideLower (or
+// kSlideUpper) and with the gradient still pointing outwards, SlidingToBound is thrown; the start
+// evaluates the point with that component on its bound and continues from there if it is better
+// (each bound is tried once per start).
 class NegativeObjective {
  public:
   static constexpr int kStallEvaluations = 12;
+  static constexpr int kSlideSteps = 2;
+  static constexpr double kSlideLower = -6.0;  // softplus(−6) = 2.5e-3
+  static constexpr double kSlideUpper = 50.0;  // softplus(50) = 50
 
   NegativeObjective(const GpModel& model, FitObjective objective, const FitOptions& options,
                     const ProgressCallback& progress, const Progress& progress_template)
@@ -81,6 +99,12 @@ class NegativeObjective {
         progress_template_(progress_template) {}
 
   double operator()(const Eigen::VectorXd& raw, Eigen::VectorXd& gradient) {
+    // Each solver run (a retry, or after a tried bound) starts at the best point, which was
+    // evaluated already.
+    if (has_best() && raw == best_raw_) {
+      gradient = -best_gradient_;
+      return -best_value_;
+    }
     ++evaluations_;
     if (progress_ && evaluations_ % 16 == 0) {
       if (absl::Status s = progress_(progress_template_); !s.ok()) throw FitCancelled{s};
@@ -118,16 +142,39 @@ class NegativeObjective {
                               FreeComponents(raw, objective_gradient, options_.raw_lower_bound,
                                              options_.raw_upper_bound)) <=
             options_.gradient_tolerance * std::max(1.0, raw.norm());
-    if (total > best_value_ || stationary) {
+    // A probed bound must gain more than rounding (a plateau is not worth moving to the bound).
+    const bool replaces_best = probing_ ? gain : (total > best_value_ || stationary);
+    int sliding = -1;
+    if (replaces_best) {
+      if (has_best()) sliding = TrackSlides(raw, objective_gradient);
       // A stationary point within round-off below the best replaces it, value included, so
       // that the reported value is always the value at the reported point.
       best_value_ = total;
       best_raw_ = raw;
       best_gradient_ = objective_gradient;
     }
-    if (stationary) throw FitConverged{};
+    if (stationary && replaces_best) throw FitConverged{};
     if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
+    if (sliding >= 0 && !probing_) {
+      const bool down = slide_steps_[sliding] < 0;
+      (down ? lower_probed_ : upper_probed_)[sliding] = true;
+      throw SlidingToBound{sliding, down ? options_.raw_lower_bound : options_.raw_upper_bound};
+    }
     return -total;
+  }
+
+  // Evaluates the best point with `slide.component` moved onto its bound; it becomes the best
+  // point only if it gains more than rounding. Throws like operator().
+  void ProbeBound(const SlidingToBound& slide) {
+    Eigen::VectorXd probe = best_raw_;
+    probe(slide.component) = slide.bound;
+    Eigen::VectorXd gradient(probe.size());
+    probing_ = true;
+    struct ResetProbing {
+      bool& flag;
+      ~ResetProbing() { flag = false; }
+    } reset{probing_};
+    (*this)(probe, gradient);
   }
 
   // Called before each solver run from the best point: the stall count is per run.
@@ -155,6 +202,39 @@ class NegativeObjective {
   void CountEvaluationWithoutGain() {
     if (++evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
   }
+
+  // Updates the per-component count of same-direction moves of the best point (negative =
+  // downwards) for a new best `raw`; returns a component whose slide towards an untried bound
+  // is long enough to try the bound, or −1.
+  int TrackSlides(const Eigen::VectorXd& raw, const Eigen::VectorXd& objective_gradient) {
+    if (slide_steps_.empty()) {
+      slide_steps_.assign(raw.size(), 0);
+      lower_probed_.assign(raw.size(), false);
+      upper_probed_.assign(raw.size(), false);
+    }
+    int sliding = -1;
+    for (int k = 0; k < raw.size(); ++k) {
+      const double step = raw(k) - best_raw_(k);
+      int& count = slide_steps_[k];
+      if (step < 0 && raw(k) < kSlideLower && objective_gradient(k) < 0) {
+        count = std::min(count, 0) - 1;
+      } else if (step > 0 && raw(k) > kSlideUpper && objective_gradient(k) > 0) {
+        count = std::max(count, 0) + 1;
+      } else {
+        count = 0;
+      }
+      const bool ready = (count <= -kSlideSteps && !lower_probed_[k] &&
+                          raw(k) > options_.raw_lower_bound) ||
+                         (count >= kSlideSteps && !upper_probed_[k] &&
+                          raw(k) < options_.raw_upper_bound);
+      if (ready && sliding < 0) sliding = k;
+    }
+    return sliding;
+  }
+
+  bool probing_ = false;
+  std::vector<int> slide_steps_;
+  std::vector<bool> lower_probed_, upper_probed_;
   double best_value_ = -std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_raw_;
   Eigen::VectorXd best_gradient_;
@@ -473,9 +553,11 @@ class FitRun {
     // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
     // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
     // best point seen (fresh curvature memory) while that keeps improving, a few times at most.
+    // A tried bound (SlidingToBound) also restarts the solver, from the bound if it was better;
+    // there are at most two per component, so the loop ends.
     constexpr int kMaxSolverRestarts = 4;
     double previous_best = -std::numeric_limits<double>::infinity();
-    for (int attempt = 0; attempt <= kMaxSolverRestarts; ++attempt) {
+    for (int attempt = 0; attempt <= kMaxSolverRestarts;) {
       LBFGSpp::LBFGSBSolver<double> solver(param_);
       f.BeginAttempt();
       try {
@@ -491,8 +573,20 @@ class FitRun {
       } catch (const FitCancelled& cancelled) {
         out.status = cancelled.status;
         return out;
+      } catch (const SlidingToBound& slide) {
+        try {
+          f.ProbeBound(slide);
+        } catch (const FitConverged&) {
+          break;
+        } catch (const FitCancelled& cancelled) {
+          out.status = cancelled.status;
+          return out;
+        } catch (const FitStalled&) {  // the failed probe ended a stall: go on from the best
+        }
+        x = f.best_raw();
       } catch (const std::exception&) {  // LBFGSpp's line-search failures, FitStalled
         if (!RetryFromBest(f, previous_best, x)) break;
+        ++attempt;
       }
     }
     out.evaluations = f.evaluations();

@@ -424,6 +424,50 @@ TEST(FitRestartsTest, WarmStartIsAnExtraStart) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A component the data does not need: on a sine without trend the MLL of SE+LIN rises towards
+// that of SE alone as LIN.variance → 0 (raw → −∞), with a gradient decaying like e^raw. The fit
+// must reach that supremum (LIN.variance on its bound), not stop on the slope where L-BFGS-B's
+// tolerance happens to be met (LIN.variance ~1e-8, 2e-7 nats short).
+TEST(FitBoundTest, UnneededComponentGoesToItsBoundAndTheNestedModelsLikelihood) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Dataset data;
+  const int n = 60;
+  data.x.resize(n, 1);
+  data.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    data.x(i, 0) = 10.0 * i / (n - 1);
+    data.y(i) = std::sin(data.x(i, 0)) + 0.1 * normal(rng);
+  }
+  const GpModel with_lin = MakeModel(Kernel("SE+LIN"), data);
+  const GpModel se_only = MakeModel(Kernel("SE"), data);
+  FitOptions options;
+  absl::StatusOr<FitResult> nested =
+      FitHyperparameters(se_only, FitObjective::kMaximumLikelihood, options);
+  absl::StatusOr<FitResult> fit =
+      FitHyperparameters(with_lin, FitObjective::kMaximumLikelihood, options);
+  ASSERT_TRUE(nested.ok() && fit.ok());
+  // softplus(raw_lower_bound = −30) = 9.4e-14.
+  EXPECT_LE(fit->values.at("LIN.variance"), 1e-13);
+  EXPECT_NEAR(fit->objective_value, nested->objective_value, 1e-8);
+  EXPECT_NEAR(fit->values.at("SE.lengthscale"), nested->values.at("SE.lengthscale"), 1e-4);
+  EXPECT_NEAR(fit->values.at("noise"), nested->values.at("noise"), 1e-5);
+  // Every start gets there (each finds the bound on its own, deterministically).
+  FitOptions two_threads = options;
+  two_threads.threads = 2;
+  absl::StatusOr<FitResult> parallel =
+      FitHyperparameters(with_lin, FitObjective::kMaximumLikelihood, two_threads);
+  ASSERT_TRUE(parallel.ok());
+  EXPECT_TRUE(BitIdentical(parallel->raw, fit->raw));
+  EXPECT_EQ(parallel->evaluations, fit->evaluations);
+
+  // The prior keeps the MAP fit away from the bound: no jump there.
+  absl::StatusOr<FitResult> map =
+      FitHyperparameters(with_lin, FitObjective::kMaximumAPosteriori, options);
+  ASSERT_TRUE(map.ok());
+  EXPECT_GT(map->raw.minCoeff(), options.raw_lower_bound + 10.0);
+}
+
 TEST(FitRestartsTest, ProgressCallbackCanCancel) {
   const Dataset data = Interpretable();
   const GpModel model = MakeModel(Kernel("SE+LIN"), data);
