@@ -250,25 +250,6 @@ struct StartOutcome {
   int evaluations = 0;
 };
 
-// The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian.
-absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
-                                                       FitObjective objective,
-                                                       const Eigen::VectorXd& raw) {
-  absl::StatusOr<LikelihoodHessian> h = model.LogLikelihoodHessian(raw);
-  if (!h.ok()) return h.status();
-  if (objective == FitObjective::kMaximumAPosteriori) {
-    Eigen::VectorXd prior_gradient;
-    Eigen::MatrixXd prior_hessian;
-    h->value += model.LogPrior(raw, &prior_gradient, &prior_hessian);
-    h->gradient += prior_gradient;
-    h->hessian += prior_hessian;
-  }
-  if (!std::isfinite(h->value) || !h->gradient.allFinite() || !h->hessian.allFinite()) {
-    return absl::FailedPreconditionError("non-finite objective");
-  }
-  return h;
-}
-
 // The objective's value alone (no derivatives), for trial points.
 absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objective,
                                       const Eigen::VectorXd& raw) {
@@ -375,6 +356,24 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
 }
 
 }  // namespace
+
+absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
+                                                       FitObjective objective,
+                                                       const Eigen::VectorXd& raw) {
+  absl::StatusOr<LikelihoodHessian> h = model.LogLikelihoodHessian(raw);
+  if (!h.ok()) return h.status();
+  if (objective == FitObjective::kMaximumAPosteriori) {
+    Eigen::VectorXd prior_gradient;
+    Eigen::MatrixXd prior_hessian;
+    h->value += model.LogPrior(raw, &prior_gradient, &prior_hessian);
+    h->gradient += prior_gradient;
+    h->hessian += prior_hessian;
+  }
+  if (!std::isfinite(h->value) || !h->gradient.allFinite() || !h->hessian.allFinite()) {
+    return absl::FailedPreconditionError("non-finite objective");
+  }
+  return h;
+}
 
 absl::Status FitOptions::Validate() const {
   if (restarts < 1 || restarts > 1000) {

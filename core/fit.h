@@ -71,6 +71,13 @@ struct FitResult {
   std::string Summary() const;
 };
 
+// The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian in
+// raw space at `raw`; FAILED_PRECONDITION where K is not positive definite or a value is not
+// finite.
+absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
+                                                       FitObjective objective,
+                                                       const Eigen::VectorXd& raw);
+
 // Deterministic per (seed, objective): each start k draws its point from the prior with a
 // generator seeded from (seed, k), so starts are independent of evaluation order.
 absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,

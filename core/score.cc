@@ -221,12 +221,11 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       h = -score.map_fit->objective_hessian;
       hessian_jitter = score.map_fit->objective_hessian_jitter;
     } else {
-      absl::StatusOr<LikelihoodHessian> lik = model->LogLikelihoodHessian(score.map_fit->raw);
-      if (!lik.ok()) return lik.status();
-      Eigen::MatrixXd prior_hessian;
-      model->LogPrior(score.map_fit->raw, nullptr, &prior_hessian);
-      h = -(lik->hessian + prior_hessian);
-      hessian_jitter = lik->jitter;
+      absl::StatusOr<LikelihoodHessian> objective = ObjectiveWithHessian(
+          *model, FitObjective::kMaximumAPosteriori, score.map_fit->raw);
+      if (!objective.ok()) return objective.status();
+      h = -objective->hessian;
+      hessian_jitter = objective->jitter;
     }
     LaplaceDiagnostics diag;
     if (u > 0) {

@@ -118,6 +118,15 @@ TEST(ScoreTest, ReusingFitsGivesTheFreshNumbers) {
   EXPECT_EQ(reused->map_fit->evaluations, earlier->map_fit->evaluations);  // not refitted
   EXPECT_EQ(reused->mll_fit->values, fresh->mll_fit->values);
   EXPECT_EQ(reused->laplace->eigenvalues, fresh->laplace->eigenvalues);
+  // A MAP fit without the Hessian of its final Newton check (as one from a client would be):
+  // the Laplace step computes it at the same point, to the same numbers.
+  KernelScore without_hessian = *earlier;
+  without_hessian.map_fit->objective_hessian.resize(0, 0);
+  absl::StatusOr<KernelScore> recomputed =
+      ScoreKernelReusingFits(data, Kernel("SE+LIN"), all, without_hessian);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status();
+  EXPECT_EQ(recomputed->metrics, fresh->metrics);
+  EXPECT_EQ(recomputed->laplace->eigenvalues, fresh->laplace->eigenvalues);
   // An earlier score of another kernel is refused.
   EXPECT_EQ(ScoreKernelReusingFits(data, Kernel("SE"), all, *earlier).status().code(),
             absl::StatusCode::kInvalidArgument);
