@@ -52,6 +52,19 @@ double ProjectedGradientNorm(const Eigen::VectorXd& gradient, const std::vector<
   return norm;
 }
 
+// The stopping rule of a start and of the polish: ‖g_f‖∞ ≤ tol·max(1, ‖r_f‖) over the free
+// components f. A component held on its bound is left out of the scale as well: r = −30 after a
+// tried bound (see NegativeObjective) must not loosen the test for the others.
+bool MeetsGradientTolerance(const Eigen::VectorXd& raw, const Eigen::VectorXd& gradient,
+                            const FitOptions& options) {
+  const std::vector<int> free =
+      FreeComponents(raw, gradient, options.raw_lower_bound, options.raw_upper_bound);
+  double squared_norm = 0.0;
+  for (int k : free) squared_norm += raw(k) * raw(k);
+  return ProjectedGradientNorm(gradient, free) <=
+         options.gradient_tolerance * std::max(1.0, std::sqrt(squared_norm));
+}
+
 // A gain below this (relative to the objective), e.g. a Newton step's predicted ½gᵀ(−H)⁻¹g, is
 // rounding.
 constexpr double kNegligibleGain = 1e-11;
@@ -65,7 +78,7 @@ struct FitStalled : std::runtime_error {
 // (see there); the start then tries the bound itself.
 struct SlidingToBound {
   int component;
-  double bound;
+  bool towards_lower;  // else towards the upper bound
 };
 
 // Negated objective for the minimiser; remembers the best point it has seen, since LBFGSpp
@@ -81,11 +94,11 @@ struct SlidingToBound {
 // And it spots a supremum at a bound. When a parameter is not needed (LIN.variance of SE+LIN in
 // an MLL fit, say) the likelihood rises towards its limit as softplus(r) → 0, i.e. r → −∞, with a
 // gradient that decays like e^r: L-BFGS-B then walks down r about one unit per evaluation, for
-// twenty evaluations and more, gaining less each time. When the best point has moved the same way
-// along one component on kSlideSteps improving evaluations in a row, beyond kSlideLower (or
-// kSlideUpper) and with the gradient still pointing outwards, SlidingToBound is thrown; the start
-// evaluates the point with that component on its bound and continues from there if it is better
-// (each bound is tried once per start).
+// twenty evaluations and more, gaining less each time. When the last kSlideSteps new best points
+// each moved the same way along one component, beyond kSlideLower (or kSlideUpper), with the
+// gradient still pointing outwards, SlidingToBound is thrown; the start evaluates the best point
+// with that component on its bound and continues from there if that is better and the slope
+// there still points outwards (each bound is tried once per start).
 class NegativeObjective {
  public:
   static constexpr int kStallEvaluations = 12;
@@ -102,6 +115,7 @@ class NegativeObjective {
     // Each solver run (a retry, or after a tried bound) starts at the best point, which was
     // evaluated already.
     if (has_best() && raw == best_raw_) {
+      if (MeetsGradientTolerance(best_raw_, best_gradient_, options_)) throw FitConverged{};
       gradient = -best_gradient_;
       return -best_value_;
     }
@@ -137,13 +151,13 @@ class NegativeObjective {
     const Eigen::VectorXd objective_gradient = -gradient;
     const bool as_good = !has_best() || total >= best_value_ - round_off;
     const bool stationary =
-        as_good &&
-        ProjectedGradientNorm(objective_gradient,
-                              FreeComponents(raw, objective_gradient, options_.raw_lower_bound,
-                                             options_.raw_upper_bound)) <=
-            options_.gradient_tolerance * std::max(1.0, raw.norm());
-    // A probed bound must gain more than rounding (a plateau is not worth moving to the bound).
-    const bool replaces_best = probing_ ? gain : (total > best_value_ || stationary);
+        as_good && MeetsGradientTolerance(raw, objective_gradient, options_);
+    // A tried bound must gain more than rounding (a plateau is not worth moving to the bound),
+    // and the gradient there must still point outwards along the probed component: otherwise
+    // the slope turned on the way, a maximum lies inside, and the bound is not the supremum.
+    const bool replaces_best =
+        probe_ != nullptr ? gain && PointsOutwards(*probe_, objective_gradient)
+                          : (total > best_value_ || stationary);
     int sliding = -1;
     if (replaces_best) {
       if (has_best()) sliding = TrackSlides(raw, objective_gradient);
@@ -155,25 +169,27 @@ class NegativeObjective {
     }
     if (stationary && replaces_best) throw FitConverged{};
     if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
-    if (sliding >= 0 && !probing_) {
-      const bool down = slide_steps_[sliding] < 0;
-      (down ? lower_probed_ : upper_probed_)[sliding] = true;
-      throw SlidingToBound{sliding, down ? options_.raw_lower_bound : options_.raw_upper_bound};
+    if (sliding >= 0 && probe_ == nullptr) {
+      const bool towards_lower = slide_steps_[sliding] < 0;
+      (towards_lower ? lower_probed_ : upper_probed_)[sliding] = true;
+      throw SlidingToBound{sliding, towards_lower};
     }
     return -total;
   }
 
   // Evaluates the best point with `slide.component` moved onto its bound; it becomes the best
-  // point only if it gains more than rounding. Throws like operator().
+  // point only if it gains more than rounding and the slope there still points outwards.
+  // Throws like operator().
   void ProbeBound(const SlidingToBound& slide) {
     Eigen::VectorXd probe = best_raw_;
-    probe(slide.component) = slide.bound;
+    probe(slide.component) =
+        slide.towards_lower ? options_.raw_lower_bound : options_.raw_upper_bound;
     Eigen::VectorXd gradient(probe.size());
-    probing_ = true;
-    struct ResetProbing {
-      bool& flag;
-      ~ResetProbing() { flag = false; }
-    } reset{probing_};
+    probe_ = &slide;
+    struct EndProbe {
+      const SlidingToBound*& probe;
+      ~EndProbe() { probe = nullptr; }
+    } end_probe{probe_};
     (*this)(probe, gradient);
   }
 
@@ -232,7 +248,15 @@ class NegativeObjective {
     return sliding;
   }
 
-  bool probing_ = false;
+  // The objective rises further out along the slid component (∂f/∂r ≤ 0 towards the lower
+  // bound, ≥ 0 towards the upper one).
+  static bool PointsOutwards(const SlidingToBound& slide,
+                             const Eigen::VectorXd& objective_gradient) {
+    const double slope = objective_gradient(slide.component);
+    return slide.towards_lower ? slope <= 0.0 : slope >= 0.0;
+  }
+
+  const SlidingToBound* probe_ = nullptr;  // the bound being tried, if any
   std::vector<int> slide_steps_;
   std::vector<bool> lower_probed_, upper_probed_;
   double best_value_ = -std::numeric_limits<double>::infinity();
@@ -320,8 +344,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
     // Converged when the gradient is small, or when the local quadratic model promises no gain
     // above rounding: along a very stiff direction (curvature 1e6 and more on PER.period) a
     // gradient of 1e-4 is worth 1e-14 of objective, and no step can realise it.
-    const bool small_gradient = ProjectedGradientNorm(here->gradient, free) <=
-                                options.gradient_tolerance * std::max(1.0, x.norm());
+    const bool small_gradient = MeetsGradientTolerance(x, here->gradient, options);
     const bool negligible_gain =
         lambda(0) > 0 && 0.5 * (projected.array().square() / lambda.array()).sum() <=
                              kNegligibleGain * std::max(1.0, std::abs(value));
@@ -433,8 +456,10 @@ class FitRun {
         total_starts_(options.restarts + (options.warm_start ? 1 : 0)),
         stage_(objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit") {
     param_.m = 10;
+    // LBFGSpp's own test, absolute only: NegativeObjective applies the (never stricter)
+    // MeetsGradientTolerance at every evaluation and ends the start first.
     param_.epsilon = options.gradient_tolerance;
-    param_.epsilon_rel = options.gradient_tolerance;
+    param_.epsilon_rel = 0.0;
     param_.past = 1;
     param_.delta = options.relative_tolerance;
     param_.max_iterations = options.max_iterations;
@@ -580,7 +605,10 @@ class FitRun {
         } catch (const FitCancelled& cancelled) {
           out.status = cancelled.status;
           return out;
-        } catch (const FitStalled&) {  // the failed probe ended a stall: go on from the best
+        } catch (const FitStalled&) {  // the probe completed a stall: as for the solver's
+          if (!RetryFromBest(f, previous_best, x)) break;
+          ++attempt;
+          continue;
         }
         x = f.best_raw();
       } catch (const std::exception&) {  // LBFGSpp's line-search failures, FitStalled
@@ -594,11 +622,7 @@ class FitRun {
     out.ok = true;
     out.raw = f.best_raw();
     out.value = f.best_value();
-    const std::vector<int> free = FreeComponents(out.raw, f.best_gradient(),
-                                                 options_.raw_lower_bound,
-                                                 options_.raw_upper_bound);
-    if (u_ > 0 && ProjectedGradientNorm(f.best_gradient(), free) >
-                      options_.gradient_tolerance * std::max(1.0, out.raw.norm())) {
+    if (u_ > 0 && !MeetsGradientTolerance(out.raw, f.best_gradient(), options_)) {
       out.status = NewtonPolish(model_, objective_, options_, report, p, out.raw, out.value,
                                 out.evaluations, out.iterations);
     }

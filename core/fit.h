@@ -35,8 +35,8 @@ struct FitOptions {
   // of the pool's own tasks. Kernel search passes its pool here, so that the starts of the last
   // candidates of a step fill workers that would otherwise idle. Results do not depend on it.
   ThreadPool* pool = nullptr;
-  // Stop a start when the projected gradient ‖g‖∞ < tol·max(1, ‖r‖) (scikit-learn's L-BFGS-B
-  // stops at 1e-5 too). The winning start is then polished by exact-Hessian Newton steps until
+  // Stop a start when the projected gradient ‖g‖∞ ≤ tol·max(1, ‖r‖), both over the components
+  // not held on a bound (scikit-learn's L-BFGS-B stops at 1e-5 too). The winning start is then polished by exact-Hessian Newton steps until
   // a step would gain less than rounding, so this sets the cost of the losers, not the answer.
   double gradient_tolerance = 1e-5;
   double relative_tolerance = 1e-12;// or when the objective changes relatively less than this
