@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -74,12 +75,9 @@ struct FitConverged {};
 struct FitStalled : std::runtime_error {
   FitStalled() : std::runtime_error("no progress over many evaluations") {}
 };
-// Thrown by NegativeObjective when the best point is sliding towards a bound along `component`
-// (see there); the start then tries the bound itself.
-struct SlidingToBound {
-  int component;
-  bool towards_lower;  // else towards the upper bound
-};
+// Thrown by NegativeObjective when it has moved the best point onto a bound (see there): the
+// solver's curvature memory is stale, so the start restarts it from there.
+struct TookBound {};
 
 // Negated objective for the minimiser; remembers the best point it has seen, since LBFGSpp
 // throws (instead of returning) when a line search cannot progress near the optimum.
@@ -96,9 +94,9 @@ struct SlidingToBound {
 // gradient that decays like e^r: L-BFGS-B then walks down r about one unit per evaluation, for
 // twenty evaluations and more, gaining less each time. When the last kSlideSteps new best points
 // each moved the same way along one component, beyond kSlideLower (or kSlideUpper), with the
-// gradient still pointing outwards, SlidingToBound is thrown; the start evaluates the best point
-// with that component on its bound and continues from there if that is better and the slope
-// there still points outwards (each bound is tried once per start).
+// gradient still pointing outwards, the best point with that component on its bound is
+// evaluated too (TryBound; each bound once per start). If the bound is taken, TookBound restarts
+// the solver from there; if not, the solver goes on undisturbed.
 class NegativeObjective {
  public:
   static constexpr int kStallEvaluations = 12;
@@ -112,85 +110,45 @@ class NegativeObjective {
         progress_template_(progress_template) {}
 
   double operator()(const Eigen::VectorXd& raw, Eigen::VectorXd& gradient) {
-    // Each solver run (a retry, or after a tried bound) starts at the best point, which was
+    // Each solver run (a retry, or after a bound was taken) starts at the best point, which was
     // evaluated already.
     if (has_best() && raw == best_raw_) {
       if (MeetsGradientTolerance(best_raw_, best_gradient_, options_)) throw FitConverged{};
       gradient = -best_gradient_;
       return -best_value_;
     }
-    ++evaluations_;
-    if (progress_ && evaluations_ % 16 == 0) {
-      if (absl::Status s = progress_(progress_template_); !s.ok()) throw FitCancelled{s};
-    }
-    absl::StatusOr<double> value = model_.LogLikelihood(raw, &gradient);
-    if (!value.ok()) {
-      // Not positive definite here: an infinite wall the line search backs away from.
-      gradient.setZero();
+    Eigen::VectorXd objective_gradient;
+    const std::optional<double> value = Evaluate(raw, objective_gradient);
+    if (!value) {
+      // Not positive definite here, or not finite: an infinite wall the line search backs away
+      // from.
+      gradient.setZero(raw.size());
       CountEvaluationWithoutGain();
       return std::numeric_limits<double>::infinity();
     }
-    double total = *value;
-    if (objective_ == FitObjective::kMaximumAPosteriori) {
-      Eigen::VectorXd prior_gradient;
-      total += model_.LogPrior(raw, &prior_gradient);
-      gradient += prior_gradient;
-    }
-    gradient = -gradient;
-    if (!std::isfinite(total) || !gradient.allFinite()) {
-      gradient.setZero();
-      CountEvaluationWithoutGain();
-      return std::numeric_limits<double>::infinity();
-    }
-    const double round_off = kNegligibleGain * std::max(1.0, std::abs(best_value_));
+    const double total = *value;
+    const double round_off = RoundOff();
     const bool gain = !has_best() || total > best_value_ + round_off;
     evaluations_without_gain_ = gain ? 0 : evaluations_without_gain_ + 1;
     if (gain && has_best()) ++improvements_;
     // A point as good as the best (to round-off) whose projected gradient meets the tolerance
     // is the end of this start, whatever the line search would do next.
-    const Eigen::VectorXd objective_gradient = -gradient;
     const bool as_good = !has_best() || total >= best_value_ - round_off;
     const bool stationary =
         as_good && MeetsGradientTolerance(raw, objective_gradient, options_);
-    // A tried bound must gain more than rounding (a plateau is not worth moving to the bound),
-    // and the gradient there must still point outwards along the probed component: otherwise
-    // the slope turned on the way, a maximum lies inside, and the bound is not the supremum.
-    const bool replaces_best =
-        probe_ != nullptr ? gain && PointsOutwards(*probe_, objective_gradient)
-                          : (total > best_value_ || stationary);
-    int sliding = -1;
-    if (replaces_best) {
-      if (has_best()) sliding = TrackSlides(raw, objective_gradient);
+    if (total > best_value_ || stationary) {
+      const int sliding = has_best() ? TrackSlides(raw, objective_gradient) : -1;
       // A stationary point within round-off below the best replaces it, value included, so
       // that the reported value is always the value at the reported point.
       best_value_ = total;
       best_raw_ = raw;
       best_gradient_ = objective_gradient;
+      if (!stationary && sliding >= 0 && TryBound(sliding)) throw TookBound{};
     }
-    if (stationary && replaces_best) throw FitConverged{};
+    if (stationary) throw FitConverged{};
     if (evaluations_without_gain_ >= kStallEvaluations) throw FitStalled();
-    if (sliding >= 0 && probe_ == nullptr) {
-      const bool towards_lower = slide_steps_[sliding] < 0;
-      (towards_lower ? lower_probed_ : upper_probed_)[sliding] = true;
-      throw SlidingToBound{sliding, towards_lower};
-    }
+    gradient = -objective_gradient;
     return -total;
-  }
-
-  // Evaluates the best point with `slide.component` moved onto its bound; it becomes the best
-  // point only if it gains more than rounding and the slope there still points outwards.
-  // Throws like operator().
-  void ProbeBound(const SlidingToBound& slide) {
-    Eigen::VectorXd probe = best_raw_;
-    probe(slide.component) =
-        slide.towards_lower ? options_.raw_lower_bound : options_.raw_upper_bound;
-    Eigen::VectorXd gradient(probe.size());
-    probe_ = &slide;
-    struct EndProbe {
-      const SlidingToBound*& probe;
-      ~EndProbe() { probe = nullptr; }
-    } end_probe{probe_};
-    (*this)(probe, gradient);
   }
 
   // Called before each solver run from the best point: the stall count is per run.
@@ -248,15 +206,49 @@ class NegativeObjective {
     return sliding;
   }
 
-  // The objective rises further out along the slid component (∂f/∂r ≤ 0 towards the lower
-  // bound, ≥ 0 towards the upper one).
-  static bool PointsOutwards(const SlidingToBound& slide,
-                             const Eigen::VectorXd& objective_gradient) {
-    const double slope = objective_gradient(slide.component);
-    return slide.towards_lower ? slope <= 0.0 : slope >= 0.0;
+  // The objective and its gradient at `raw` (one likelihood evaluation, counted); nullopt where
+  // K is not positive definite or a value is not finite.
+  std::optional<double> Evaluate(const Eigen::VectorXd& raw, Eigen::VectorXd& objective_gradient) {
+    ++evaluations_;
+    if (progress_ && evaluations_ % 16 == 0) {
+      if (absl::Status s = progress_(progress_template_); !s.ok()) throw FitCancelled{s};
+    }
+    absl::StatusOr<double> value = model_.LogLikelihood(raw, &objective_gradient);
+    if (!value.ok()) return std::nullopt;
+    double total = *value;
+    if (objective_ == FitObjective::kMaximumAPosteriori) {
+      Eigen::VectorXd prior_gradient;
+      total += model_.LogPrior(raw, &prior_gradient);
+      objective_gradient += prior_gradient;
+    }
+    if (!std::isfinite(total) || !objective_gradient.allFinite()) return std::nullopt;
+    return total;
   }
 
-  const SlidingToBound* probe_ = nullptr;  // the bound being tried, if any
+  double RoundOff() const { return kNegligibleGain * std::max(1.0, std::abs(best_value_)); }
+
+  // Evaluates the best point with `component` on the bound it slides towards. The bound becomes
+  // the best point (true) only if it gains more than rounding — a plateau is not worth moving
+  // to — and the slope there still points outwards (∂f/∂r ≤ 0 at the lower bound, ≥ 0 at the
+  // upper): otherwise it turned on the way, a maximum lies inside, and the bound is not the
+  // supremum. A bound not taken leaves the solver's run, stall count included, as it was.
+  bool TryBound(int component) {
+    const bool towards_lower = slide_steps_[component] < 0;
+    (towards_lower ? lower_probed_ : upper_probed_)[component] = true;
+    Eigen::VectorXd probe = best_raw_;
+    probe(component) = towards_lower ? options_.raw_lower_bound : options_.raw_upper_bound;
+    Eigen::VectorXd gradient;
+    const std::optional<double> value = Evaluate(probe, gradient);
+    if (!value || !(*value > best_value_ + RoundOff())) return false;
+    const double slope = gradient(component);
+    if (towards_lower ? slope > 0.0 : slope < 0.0) return false;
+    ++improvements_;
+    evaluations_without_gain_ = 0;
+    best_value_ = *value;
+    best_raw_ = std::move(probe);
+    best_gradient_ = std::move(gradient);
+    return true;
+  }
   std::vector<int> slide_steps_;
   std::vector<bool> lower_probed_, upper_probed_;
   double best_value_ = -std::numeric_limits<double>::infinity();
@@ -577,8 +569,8 @@ class FitRun {
     // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
     // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
     // best point seen (fresh curvature memory) while that keeps improving, a few times at most.
-    // A tried bound (SlidingToBound) also restarts the solver, from the bound if it was better;
-    // there are at most two per component, so the loop ends.
+    // A bound taken (TookBound) also restarts the solver, from the bound; each bound is taken
+    // at most once, so the loop ends.
     constexpr int kMaxSolverRestarts = 4;
     double previous_best = -std::numeric_limits<double>::infinity();
     for (int attempt = 0; attempt <= kMaxSolverRestarts;) {
@@ -597,19 +589,7 @@ class FitRun {
       } catch (const FitCancelled& cancelled) {
         out.status = cancelled.status;
         return out;
-      } catch (const SlidingToBound& slide) {
-        try {
-          f.ProbeBound(slide);
-        } catch (const FitConverged&) {
-          break;
-        } catch (const FitCancelled& cancelled) {
-          out.status = cancelled.status;
-          return out;
-        } catch (const FitStalled&) {  // the probe completed a stall: as for the solver's
-          if (!RetryFromBest(f, previous_best, x)) break;
-          ++attempt;
-          continue;
-        }
+      } catch (const TookBound&) {
         x = f.best_raw();
       } catch (const std::exception&) {  // LBFGSpp's line-search failures, FitStalled
         if (!RetryFromBest(f, previous_best, x)) break;
