@@ -70,6 +70,25 @@ bool MeetsGradientTolerance(const Eigen::VectorXd& raw, const Eigen::VectorXd& g
 // rounding.
 constexpr double kNegligibleGain = 1e-11;
 
+// The objective (log likelihood, plus log prior for MAP) and, when `gradient` is given, its
+// gradient; FAILED_PRECONDITION where K is not positive definite or a value is not finite.
+absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objective,
+                                      const Eigen::VectorXd& raw,
+                                      Eigen::VectorXd* gradient = nullptr) {
+  absl::StatusOr<double> value = model.LogLikelihood(raw, gradient);
+  if (!value.ok()) return value.status();
+  double total = *value;
+  if (objective == FitObjective::kMaximumAPosteriori) {
+    Eigen::VectorXd prior_gradient;
+    total += model.LogPrior(raw, gradient != nullptr ? &prior_gradient : nullptr);
+    if (gradient != nullptr) *gradient += prior_gradient;
+  }
+  if (!std::isfinite(total) || (gradient != nullptr && !gradient->allFinite())) {
+    return absl::FailedPreconditionError("non-finite objective");
+  }
+  return total;
+}
+
 // Thrown by NegativeObjective to end a start early (see there).
 struct FitConverged {};
 struct FitStalled : std::runtime_error {
@@ -107,7 +126,8 @@ class NegativeObjective {
   NegativeObjective(const GpModel& model, FitObjective objective, const FitOptions& options,
                     const ProgressCallback& progress, const Progress& progress_template)
       : model_(model), objective_(objective), options_(options), progress_(progress),
-        progress_template_(progress_template) {}
+        progress_template_(progress_template), slide_steps_(model.num_free(), 0),
+        lower_probed_(model.num_free(), false), upper_probed_(model.num_free(), false) {}
 
   double operator()(const Eigen::VectorXd& raw, Eigen::VectorXd& gradient) {
     // Each solver run (a retry, or after a bound was taken) starts at the best point, which was
@@ -181,11 +201,6 @@ class NegativeObjective {
   // downwards) for a new best `raw`; returns a component whose slide towards an untried bound
   // is long enough to try the bound, or −1.
   int TrackSlides(const Eigen::VectorXd& raw, const Eigen::VectorXd& objective_gradient) {
-    if (slide_steps_.empty()) {
-      slide_steps_.assign(raw.size(), 0);
-      lower_probed_.assign(raw.size(), false);
-      upper_probed_.assign(raw.size(), false);
-    }
     int sliding = -1;
     for (int k = 0; k < raw.size(); ++k) {
       const double step = raw(k) - best_raw_(k);
@@ -213,16 +228,9 @@ class NegativeObjective {
     if (progress_ && evaluations_ % 16 == 0) {
       if (absl::Status s = progress_(progress_template_); !s.ok()) throw FitCancelled{s};
     }
-    absl::StatusOr<double> value = model_.LogLikelihood(raw, &objective_gradient);
+    absl::StatusOr<double> value = ObjectiveValue(model_, objective_, raw, &objective_gradient);
     if (!value.ok()) return std::nullopt;
-    double total = *value;
-    if (objective_ == FitObjective::kMaximumAPosteriori) {
-      Eigen::VectorXd prior_gradient;
-      total += model_.LogPrior(raw, &prior_gradient);
-      objective_gradient += prior_gradient;
-    }
-    if (!std::isfinite(total) || !objective_gradient.allFinite()) return std::nullopt;
-    return total;
+    return *value;
   }
 
   double RoundOff() const { return kNegligibleGain * std::max(1.0, std::abs(best_value_)); }
@@ -249,6 +257,7 @@ class NegativeObjective {
     best_gradient_ = std::move(gradient);
     return true;
   }
+
   std::vector<int> slide_steps_;
   std::vector<bool> lower_probed_, upper_probed_;
   double best_value_ = -std::numeric_limits<double>::infinity();
@@ -265,17 +274,6 @@ struct StartOutcome {
   int iterations = 0;
   int evaluations = 0;
 };
-
-// The objective's value alone (no derivatives), for trial points.
-absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objective,
-                                      const Eigen::VectorXd& raw) {
-  absl::StatusOr<double> value = model.LogLikelihood(raw);
-  if (!value.ok()) return value.status();
-  double total = *value;
-  if (objective == FitObjective::kMaximumAPosteriori) total += model.LogPrior(raw);
-  if (!std::isfinite(total)) return absl::FailedPreconditionError("non-finite objective");
-  return total;
-}
 
 // Positive curvature of the objective larger than this (in raw units) makes a stationary point a
 // saddle, not a maximum.

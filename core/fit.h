@@ -36,8 +36,9 @@ struct FitOptions {
   // candidates of a step fill workers that would otherwise idle. Results do not depend on it.
   ThreadPool* pool = nullptr;
   // Stop a start when the projected gradient ‖g‖∞ ≤ tol·max(1, ‖r‖), both over the components
-  // not held on a bound (scikit-learn's L-BFGS-B stops at 1e-5 too). The winning start is then polished by exact-Hessian Newton steps until
-  // a step would gain less than rounding, so this sets the cost of the losers, not the answer.
+  // not held on a bound (scikit-learn's L-BFGS-B stops at 1e-5 too). The winning start is then
+  // polished by exact-Hessian Newton steps until a step would gain less than rounding, so this
+  // sets the cost of the losers, not the answer.
   double gradient_tolerance = 1e-5;
   double relative_tolerance = 1e-12;// or when the objective changes relatively less than this
   // Box on the raw values. The lower bound keeps softplus(r) ≥ 9e-14 so that derivatives of the

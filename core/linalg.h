@@ -47,7 +47,7 @@ class SpdFactorization {
   double LogDeterminant() const;
   Eigen::VectorXd Solve(const Eigen::VectorXd& rhs) const;
   Eigen::MatrixXd Solve(const Eigen::MatrixXd& rhs) const;
-  // The full symmetric inverse (LAPACK dpotri on a copy of the factor).
+  // The full symmetric inverse: InverseLowerTriangle() mirrored into the upper triangle.
   Eigen::MatrixXd Inverse() const;
   // The inverse's lower triangle (diagonal included); the strict upper triangle is garbage.
   // Saves Inverse()'s transposed copy when only one triangle is read.

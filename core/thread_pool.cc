@@ -112,19 +112,4 @@ void TaskGroup::Wait() {
   }
 }
 
-void WaitGroup::Add(int count) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  outstanding_ += count;
-}
-
-void WaitGroup::Done() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (--outstanding_ <= 0) zero_.notify_all();
-}
-
-void WaitGroup::Wait() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  zero_.wait(lock, [this] { return outstanding_ <= 0; });
-}
-
 }  // namespace gpsel

@@ -90,19 +90,6 @@ class TaskGroup {
   std::deque<std::function<void()>> inline_tasks_;  // pool_ == nullptr only
 };
 
-// Counts outstanding work; Wait() blocks until the count returns to zero.
-class WaitGroup {
- public:
-  void Add(int count);
-  void Done();
-  void Wait();
-
- private:
-  std::mutex mutex_;
-  std::condition_variable zero_;
-  int outstanding_ = 0;
-};
-
 }  // namespace gpsel
 
 #endif  // GPSEL_CORE_THREAD_POOL_H_

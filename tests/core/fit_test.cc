@@ -452,7 +452,7 @@ TEST(FitBoundTest, UnneededComponentGoesToItsBoundAndTheNestedModelsLikelihood) 
   EXPECT_NEAR(fit->objective_value, nested->objective_value, 1e-8);
   EXPECT_NEAR(fit->values.at("SE.lengthscale"), nested->values.at("SE.lengthscale"), 1e-4);
   EXPECT_NEAR(fit->values.at("noise"), nested->values.at("noise"), 1e-5);
-  // Every start gets there (each finds the bound on its own, deterministically).
+  // Each start tries the bound on its own, so two threads give the same bits.
   FitOptions two_threads = options;
   two_threads.threads = 2;
   absl::StatusOr<FitResult> parallel =
