@@ -154,7 +154,8 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
     // symmetric, so the sum is 2·Σ over the lower triangle minus the diagonal: one pass over
     // the lower triangles, a column of W at a time (never the whole W), for all parameters.
     const int noise_index = static_cast<int>(parameters_.size()) - 1;
-    const Eigen::MatrixXd k_inverse = f.cholesky.InverseLowerTriangle();
+    // The factor is not needed after α, so K⁻¹ is formed in its storage (no n×n copy).
+    const Eigen::MatrixXd k_inverse = std::move(f.cholesky).TakeInverseLowerTriangle();
     const auto& dk = evaluator_->Root(f.values).dk;
     const int n = static_cast<int>(y_.size());
     std::vector<int> kernel_params;  // free index k → parameter index i, noise excluded

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/hyperparameters.h"
+#include "core/vector_math.h"
 
 namespace gpsel::internal {
 
@@ -17,9 +18,11 @@ constexpr double kPi = 3.14159265358979323846;
 
 // Natural-space value and derivatives of one base kernel: k, ∂k/∂θ_a, ∂²k/∂θ_a∂θ_b (m×m, row-major
 // index a*m+b). `order` 0, 1 or 2 says how much is wanted.
-void BaseKernelNatural(BaseKernel base, const PairGeometry::ForDim& g, const double* theta,
-                       int order, MatrixXd* k, std::vector<MatrixXd>* d1,
+void BaseKernelNatural(BaseKernel base, const PairGeometry& geometry, int active_dim,
+                       const double* theta, int order, MatrixXd* k, std::vector<MatrixXd>* d1,
                        std::vector<MatrixXd>* d2) {
+  const PairGeometry::ForDim& g = geometry.by_dim.at(active_dim);
+  const Eigen::Index rows = geometry.rows, cols = geometry.cols;
   switch (base) {
     case BaseKernel::kSE: {
       const double l = theta[0];
@@ -63,14 +66,13 @@ void BaseKernelNatural(BaseKernel base, const PairGeometry::ForDim& g, const dou
     case BaseKernel::kLIN: {
       *k = theta[0] * g.dot;
       if (order >= 1) d1->push_back(g.dot);
-      if (order >= 2) d2->push_back(MatrixXd::Zero(g.dot.rows(), g.dot.cols()));
+      if (order >= 2) d2->push_back(MatrixXd::Zero(rows, cols));
       return;
     }
     case BaseKernel::kConst: {
-      const Eigen::Index r = g.distance.rows(), c = g.distance.cols();
-      *k = MatrixXd::Constant(r, c, theta[0]);
-      if (order >= 1) d1->push_back(MatrixXd::Ones(r, c));
-      if (order >= 2) d2->push_back(MatrixXd::Zero(r, c));
+      *k = MatrixXd::Constant(rows, cols, theta[0]);
+      if (order >= 1) d1->push_back(MatrixXd::Ones(rows, cols));
+      if (order >= 2) d2->push_back(MatrixXd::Zero(rows, cols));
       return;
     }
     case BaseKernel::kPER: {
@@ -142,6 +144,24 @@ int KernelEvaluator::Build(const KernelExpr& expr) {
     const int m = static_cast<int>(BaseKernelParameterNames(expr.base).size());
     for (int a = 0; a < m; ++a) node.params.push_back(num_parameters_ + a);
     num_parameters_ += m;
+    GeometryUse& use = geometry_use_[expr.active_dim];
+    switch (expr.base) {
+      case BaseKernel::kSE:
+      case BaseKernel::kRQ:
+        use.squared_distance = true;
+        break;
+      case BaseKernel::kMAT12:
+      case BaseKernel::kMAT32:
+      case BaseKernel::kMAT52:
+      case BaseKernel::kPER:
+        use.distance = true;
+        break;
+      case BaseKernel::kLIN:
+        use.dot = true;
+        break;
+      case BaseKernel::kConst:
+        break;
+    }
   } else {
     for (const KernelExpr& operand : expr.operands) {
       const int child = Build(operand);
@@ -157,28 +177,27 @@ int KernelEvaluator::Build(const KernelExpr& expr) {
 PairGeometry KernelEvaluator::MakeGeometry(const Eigen::MatrixXd& x1,
                                            const Eigen::MatrixXd& x2) const {
   PairGeometry geometry;
-  geometry.symmetric = &x1 == &x2 || (x1.rows() == x2.rows() && x1.cols() == x2.cols() &&
+  const Eigen::Index rows = x1.rows(), cols = x2.rows();
+  geometry.rows = rows;
+  geometry.cols = cols;
+  geometry.symmetric = &x1 == &x2 || (rows == cols && x1.cols() == x2.cols() &&
                                       (x1.array() == x2.array()).all());
-  for (const Node& node : nodes_) {
-    if (node.kind != KernelExpr::Kind::kBase) continue;
-    auto [it, inserted] = geometry.by_dim.try_emplace(node.active_dim);
-    PairGeometry::ForDim& g = it->second;
-    const bool all = node.active_dim < 0;
-    auto column = [&](const Eigen::MatrixXd& x) -> Eigen::MatrixXd {
-      return all ? x : x.col(node.active_dim);
-    };
-    if (g.dot.size() == 0) {
-      const Eigen::MatrixXd a = column(x1), b = column(x2);
-      g.dot = a * b.transpose();
-      // d² directly rather than |a|² + |b|² − 2a·b, which loses precision for near points.
-      g.squared_distance.resize(a.rows(), b.rows());
-      for (Eigen::Index j = 0; j < b.rows(); ++j) {
-        for (Eigen::Index i = 0; i < a.rows(); ++i) {
-          g.squared_distance(i, j) = (a.row(i) - b.row(j)).squaredNorm();
+  for (const auto& [dim, use] : geometry_use_) {
+    PairGeometry::ForDim& g = geometry.by_dim[dim];
+    const Eigen::Index first = dim < 0 ? 0 : dim;
+    const Eigen::Index last = dim < 0 ? x1.cols() : dim + 1;
+    // d² summed dimension by dimension, a column at a time: directly rather than
+    // |a|² + |b|² − 2a·b, which loses precision for near points.
+    if (use.squared_distance || use.distance) {
+      g.squared_distance.setZero(rows, cols);
+      for (Eigen::Index c = first; c < last; ++c) {
+        for (Eigen::Index j = 0; j < cols; ++j) {
+          g.squared_distance.col(j).array() += (x1.col(c).array() - x2(j, c)).square();
         }
       }
-      g.distance = g.squared_distance.array().sqrt().matrix();
     }
+    if (use.distance) g.distance = g.squared_distance.array().sqrt().matrix();
+    if (use.dot) g.dot = x1.middleCols(first, last - first) * x2.middleCols(first, last - first).transpose();
   }
   return geometry;
 }
@@ -198,6 +217,20 @@ void Elementwise(const MatrixXd& in, bool symmetric, const F& f, MatrixXd* out) 
   out->resize(n, n);
   for (Eigen::Index j = 0; j < n; ++j) {
     out->col(j).head(j + 1) = f(in.col(j).head(j + 1).array()).matrix();
+  }
+  out->triangularView<Eigen::StrictlyLower>() = out->transpose();
+}
+
+// out = exp(scale · in) elementwise, on the upper triangle and mirrored when `symmetric` (as
+// Elementwise), through the vectorised ExpOfScaled.
+void ScaledExp(const MatrixXd& in, double scale, bool symmetric, MatrixXd* out) {
+  out->resize(in.rows(), in.cols());
+  if (!symmetric) {
+    ExpOfScaled(in.data(), scale, out->data(), in.size());
+    return;
+  }
+  for (Eigen::Index j = 0; j < in.cols(); ++j) {
+    ExpOfScaled(in.col(j).data(), scale, out->col(j).data(), j + 1);
   }
   out->triangularView<Eigen::StrictlyLower>() = out->transpose();
 }
@@ -226,7 +259,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     case BaseKernel::kSE: {
       const double l = theta[0];
       const double c = -0.5 / (l * l);
-      Elementwise(g.squared_distance, sym, [c](const auto& d2) { return (d2 * c).exp(); }, &k);
+      ScaledExp(g.squared_distance, c, sym, &k);
       if (with_gradient) {  // k d²/ℓ³
         dk[0].noalias() =
             (k.array() * g.squared_distance.array() * (slope[0] / (l * l * l))).matrix();
@@ -236,7 +269,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     case BaseKernel::kMAT12: {
       const double l = theta[0];
       const double c = -1.0 / l;
-      Elementwise(g.distance, sym, [c](const auto& d) { return (d * c).exp(); }, &k);
+      ScaledExp(g.distance, c, sym, &k);
       if (with_gradient) {  // k z/ℓ, z = d/ℓ
         dk[0].noalias() = (k.array() * g.distance.array() * (slope[0] / (l * l))).matrix();
       }
@@ -244,8 +277,8 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT32: {
       const double l = theta[0], c = std::sqrt(3.0) / l;
-      Elementwise(g.distance, sym,
-                  [c](const auto& d) { return (1.0 + c * d) * (-c * d).exp(); }, &k);
+      ScaledExp(g.distance, -c, sym, &k);
+      k.array() *= 1.0 + c * g.distance.array();
       if (with_gradient) {  // z² e^{−z}/ℓ = k z²/((1+z)ℓ)
         const auto z = c * g.distance.array();
         dk[0].noalias() = (k.array() * z.square() / (1.0 + z) * (slope[0] / l)).matrix();
@@ -254,11 +287,8 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT52: {
       const double l = theta[0], c = std::sqrt(5.0) / l;
-      Elementwise(g.distance, sym,
-                  [c](const auto& d) {
-                    return (1.0 + c * d + (c * d).square() / 3.0) * (-c * d).exp();
-                  },
-                  &k);
+      ScaledExp(g.distance, -c, sym, &k);
+      k.array() *= 1.0 + c * g.distance.array() + (c * g.distance.array()).square() / 3.0;
       const auto z = c * g.distance.array();
       if (with_gradient) {  // z²(1+z)e^{−z}/(3ℓ) = k z²(1+z)/((1+z+z²/3)·3ℓ)
         dk[0].noalias() = (k.array() * z.square() * (1.0 + z) / (1.0 + z + z.square() / 3.0) *
@@ -273,9 +303,8 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       return;
     }
     case BaseKernel::kConst: {
-      const Eigen::Index r = g.distance.rows(), c = g.distance.cols();
-      k.setConstant(r, c, theta[0]);
-      if (with_gradient) dk[0].setConstant(r, c, slope[0]);
+      k.setConstant(geometry.rows, geometry.cols, theta[0]);
+      if (with_gradient) dk[0].setConstant(geometry.rows, geometry.cols, slope[0]);
       return;
     }
     case BaseKernel::kPER: {
@@ -285,7 +314,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       MatrixXd s;
       Elementwise(g.distance, sym, [w](const auto& d) { return (w * d).sin().square(); }, &s);
       const double c = -2.0 / (l * l);
-      Elementwise(s, sym, [c](const auto& sv) { return (sv * c).exp(); }, &k);
+      ScaledExp(s, c, sym, &k);
       if (with_gradient) {
         dk[0].noalias() = (k.array() * s.array() * (4.0 * slope[0] / (l * l * l))).matrix();
         MatrixXd a_sin_2a;  // A·sin(2A)
@@ -302,7 +331,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       MatrixXd log_b_matrix;
       Elementwise(q.matrix(), sym, [](const auto& qv) { return qv.log1p(); }, &log_b_matrix);
       const auto log_b = log_b_matrix.array();
-      Elementwise(log_b_matrix, sym, [alpha](const auto& lb) { return (-alpha * lb).exp(); }, &k);
+      ScaledExp(log_b_matrix, -alpha, sym, &k);
       if (with_gradient) {
         dk[0].noalias() = (k.array() * q / (1.0 + q) * (2.0 * alpha * slope[0] / l)).matrix();
         dk[1].noalias() = (k.array() * (q / (1.0 + q) - log_b) * slope[1]).matrix();
@@ -323,7 +352,7 @@ void KernelEvaluator::LeafSecondDerivative(const Node& leaf, const PairGeometry&
   }
   MatrixXd k;
   std::vector<MatrixXd> d1, d2;
-  BaseKernelNatural(leaf.base, geometry.by_dim.at(leaf.active_dim), theta, 2, &k, &d1, &d2);
+  BaseKernelNatural(leaf.base, geometry, leaf.active_dim, theta, 2, &k, &d1, &d2);
   // ∂²k/∂r_a∂r_b = k_θaθb σ_a σ_b + δ_ab k_θa σ_a (1 − σ_a).
   *out = d2[a * m + b] * (slope[a] * slope[b]);
   if (a == b) *out += d1[a] * (slope[a] * (1.0 - slope[a]));

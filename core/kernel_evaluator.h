@@ -20,14 +20,16 @@
 
 namespace gpsel::internal {
 
-// Pairwise input quantities for one (x1, x2) pair of input sets, per active dimension.
+// Pairwise input quantities for one (x1, x2) pair of input sets, per active dimension. Only the
+// quantities some base kernel on that dimension reads are filled (the others stay empty).
 struct PairGeometry {
   struct ForDim {
-    Eigen::MatrixXd squared_distance;  // d²
-    Eigen::MatrixXd distance;          // d
-    Eigen::MatrixXd dot;               // x·x'
+    Eigen::MatrixXd squared_distance;  // d²   (SE, RQ)
+    Eigen::MatrixXd distance;          // d    (MAT12, MAT32, MAT52, PER)
+    Eigen::MatrixXd dot;               // x·x' (LIN)
   };
   std::map<int, ForDim> by_dim;  // key: active_dim (−1 = all columns)
+  Eigen::Index rows = 0, cols = 0;
   // x1 and x2 are the same inputs: every matrix is symmetric, so the transcendental functions
   // (exp, sin, log1p) are evaluated on the upper triangle only and mirrored.
   bool symmetric = false;
@@ -76,6 +78,13 @@ class KernelEvaluator {
                             const std::vector<NodeValue>& values, int i, int j,
                             Eigen::MatrixXd* out) const;
 
+  // Which pairwise quantities the base kernels on each active dimension read.
+  struct GeometryUse {
+    bool squared_distance = false;
+    bool distance = false;
+    bool dot = false;
+  };
+  std::map<int, GeometryUse> geometry_use_;
   std::vector<Node> nodes_;
   int root_ = 0;
   int num_parameters_ = 0;

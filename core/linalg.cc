@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <malloc.h>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -145,15 +146,20 @@ Eigen::VectorXd SpdFactorization::Solve(const Eigen::VectorXd& rhs) const {
   return Solve(Eigen::MatrixXd(rhs)).col(0);
 }
 
-Eigen::MatrixXd SpdFactorization::InverseLowerTriangle() const {
+Eigen::MatrixXd SpdFactorization::TakeInverseLowerTriangle() && {
   // K⁻¹ = L⁻ᵀ L⁻¹: invert the factor (see InvertLowerTriangular), then dlauum forms the
   // product in place — what dpotri does, with a faster triangular inverse.
-  Eigen::MatrixXd inverse = factor_;
-  const int n = static_cast<int>(factor_.rows());
+  Eigen::MatrixXd inverse = std::move(factor_);
+  factor_ = Eigen::MatrixXd();
+  const int n = static_cast<int>(inverse.rows());
   int info = 0;
   InvertLowerTriangular(n, inverse.data(), n);
   dlauum_("L", &n, inverse.data(), &n, &info, 1);
   return inverse;
+}
+
+Eigen::MatrixXd SpdFactorization::InverseLowerTriangle() const {
+  return SpdFactorization(*this).TakeInverseLowerTriangle();
 }
 
 Eigen::MatrixXd SpdFactorization::Inverse() const {

@@ -52,6 +52,9 @@ class SpdFactorization {
   // The inverse's lower triangle (diagonal included); the strict upper triangle is garbage.
   // Saves Inverse()'s transposed copy when only one triangle is read.
   Eigen::MatrixXd InverseLowerTriangle() const;
+  // The same, formed in the factor's own storage: saves the n×n copy when the factorisation is
+  // not needed afterwards (it is left empty).
+  Eigen::MatrixXd TakeInverseLowerTriangle() &&;
   // The lower triangle holds L; the strict upper triangle holds the factorised matrix's.
   const Eigen::MatrixXd& lower() const { return factor_; }
 

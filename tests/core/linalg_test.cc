@@ -49,6 +49,11 @@ TEST(SpdFactorizationTest, MatchesEigenLlt) {
     const Eigen::MatrixXd inverse = factor.Inverse();
     EXPECT_LT((inverse * k - Eigen::MatrixXd::Identity(n, n)).norm(), 1e-7 * n) << "n=" << n;
     EXPECT_EQ((inverse - inverse.transpose()).norm(), 0.0);
+    // Formed in the factor's own storage: the same lower triangle, bit for bit.
+    const Eigen::MatrixXd taken = SpdFactorization(factor).TakeInverseLowerTriangle();
+    EXPECT_EQ(Eigen::MatrixXd(taken.triangularView<Eigen::Lower>()),
+              Eigen::MatrixXd(inverse.triangularView<Eigen::Lower>()))
+        << "n=" << n;
   }
 }
 
