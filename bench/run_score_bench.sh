@@ -137,6 +137,26 @@ for which, label in ((0, "wall"), (1, "cpu")):
         v = [t.get((c, n), [float('nan')] * 2)[which] for c in cols]
         print(f"{n:>5} " + " ".join(f"{x:11.1f}" for x in v) + f" {v[0] / v[1]:8.2f}x {v[0] / v[2]:9.2f}x")
 EOF
+  echo
+  echo "== 2b. the same ratio with the two alternating, pair by pair (BM_GradVsLlt, 3 s per size)"
+  "${NOBLASENV[@]}" "$BUILD/bench/score_bench" --data_dir="$OUT/data" \
+    --benchmark_filter="BM_GradVsLlt/($regex_sizes)/" \
+    --benchmark_out="$OUT/gpsel_grad_vs_llt.json" --benchmark_out_format=json \
+    >"$OUT/gpsel_grad_vs_llt.txt" 2>&1
+  "$PY" - "$OUT/gpsel_grad_vs_llt.json" <<'EOF'
+import json, sys
+g = json.load(open(sys.argv[1]))
+hdr = (f"{'n':>5} {'pairs':>6} {'lik+grad us':>12} {'Eigen LLT us':>13} {'ratio':>7} "
+       f"{'p10':>6} {'p90':>6}")
+print(hdr)
+print("-" * len(hdr))
+for b in g["benchmarks"]:
+    n = int(b["name"].split("/")[1])
+    print(f"{n:>5} {b['iterations']:>6} {b['lik_grad_us']:12.1f} {b['llt_us']:13.1f} "
+          f"{b['ratio']:6.2f}x {b['ratio_p10']:5.2f}x {b['ratio_p90']:5.2f}x")
+print("medians over the pairs; ratio = median of the per-pair ratios lik+grad / LLT "
+      "(p10, p90: their 10th and 90th percentiles)")
+EOF
 fi
 
 if [[ -n "${MAUNA_LOA:-}" ]]; then

@@ -8,6 +8,8 @@
 //   BM_LogLikGrad/<n>       one GpModel::LogLikelihood with gradient (SE+LIN)
 //   BM_EigenLLT/<n>         bare Eigen::LLT of the same n×n covariance (the reference)
 //   BM_LapackPotrf/<n>      bare LAPACK dpotrf of it
+//   BM_GradVsLlt/<n>        lik+grad and the Eigen LLT alternately, pair by pair: their ratio
+//                           under the same machine state (counters: medians, ratio percentiles)
 //   and, to see where a likelihood evaluation's time goes (SE+LIN, same matrix):
 //   BM_LogLik/<n>           GpModel::LogLikelihood without gradient
 //   BM_KernelEval/<n>       kernel tree with first derivatives (internal::KernelEvaluator)
@@ -19,6 +21,8 @@
 // (x ~ U[0,10], y = sin x + 0.3 x + N(0, 0.2²)), so numbers are not comparable with sklearn's.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -165,6 +169,45 @@ void BM_EigenLLT(benchmark::State& state) {
   if (llt.info() != Eigen::Success) state.SkipWithError("LLT failed");
 }
 
+// This virtual machine's speed drifts by ±20 % and more within minutes (bench/RESULTS.md), so
+// BM_LogLikGrad and BM_EigenLLT, run one after the other, can see different machines. Here each
+// iteration times one likelihood+gradient and then one LLT of the same matrix; the median of the
+// per-pair ratios is the figure, robust to drift and to the odd preempted call.
+void BM_GradVsLlt(benchmark::State& state) {
+  const SeLinSetup setup = MakeSeLin(static_cast<int>(state.range(0)));
+  Eigen::LLT<Eigen::MatrixXd> llt(setup.covariance.rows());
+  Eigen::VectorXd gradient;
+  std::vector<double> grad_us, llt_us, ratios;
+  using Clock = std::chrono::steady_clock;
+  auto micros = [](Clock::duration d) {
+    return std::chrono::duration<double, std::micro>(d).count();
+  };
+  for (auto _ : state) {
+    const Clock::time_point t0 = Clock::now();
+    absl::StatusOr<double> value = setup.model.LogLikelihood(setup.raw, &gradient);
+    benchmark::DoNotOptimize(value);
+    benchmark::DoNotOptimize(gradient.data());
+    const Clock::time_point t1 = Clock::now();
+    llt.compute(setup.covariance);  // copies the matrix in, as the likelihood path does
+    benchmark::DoNotOptimize(llt.matrixLLT().data());
+    const Clock::time_point t2 = Clock::now();
+    grad_us.push_back(micros(t1 - t0));
+    llt_us.push_back(micros(t2 - t1));
+    ratios.push_back(grad_us.back() / llt_us.back());
+  }
+  // q-quantile (nearest rank) of a sample.
+  auto quantile = [](std::vector<double> v, double q) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  };
+  state.counters["lik_grad_us"] = quantile(grad_us, 0.5);
+  state.counters["llt_us"] = quantile(llt_us, 0.5);
+  state.counters["ratio"] = quantile(ratios, 0.5);
+  state.counters["ratio_p10"] = quantile(ratios, 0.1);
+  state.counters["ratio_p90"] = quantile(ratios, 0.9);
+}
+
 void BM_LapackPotrf(benchmark::State& state) {
   const SeLinSetup setup = MakeSeLin(static_cast<int>(state.range(0)));
   const int n = static_cast<int>(setup.covariance.rows());
@@ -225,6 +268,7 @@ BENCHMARK(BM_Score)
 BENCHMARK(BM_LogLikGrad)->Apply(Sizes);
 BENCHMARK(BM_EigenLLT)->Apply(Sizes);
 BENCHMARK(BM_LapackPotrf)->Apply(Sizes);
+BENCHMARK(BM_GradVsLlt)->Apply(Sizes)->MinTime(3.0);
 BENCHMARK(BM_LogLik)->Apply(Sizes);
 BENCHMARK(BM_KernelEval)->Apply(Sizes);
 BENCHMARK(BM_SpdCompute)->Apply(Sizes);

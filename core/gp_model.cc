@@ -1,7 +1,9 @@
 // GpModel: exact log marginal likelihood, gradient and Hessian in raw hyperparameter space.
 #include "core/gp_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/kernel_evaluator.h"
@@ -11,7 +13,41 @@ namespace gpsel {
 
 namespace {
 constexpr double kLog2Pi = 1.8378770664093454836;
+
+// Two ways to evaluate K and ∂K/∂r on the training inputs, chosen by n:
+// - up to kWholeMatrixMaxPoints points, on whole n×n matrices from pairwise geometry computed
+//   once per model: every matrix fits in the L2/L3 cache, and each entry's exp is taken once;
+// - above it, in square tiles of the lower triangle, the geometry made per tile from x: a
+//   tile's kernel tree (leaf values and derivatives, the sums and products above them) stays
+//   in the L2 cache and only the root's K tile is written out. For the gradient the ∂K tiles
+//   are made again and contracted with W at once, never stored. Whole n×n intermediates would
+//   stream through memory instead (SE+LIN, n = 1000: 8 ms of 47 per evaluation with gradient),
+//   and the model would keep 8n² bytes of geometry per input quantity.
+// Both are exact; the tiles cost a second exp per entry, which only pays once the matrices
+// leave the cache (bench/RESULTS.md, issue 2: n = 50 and 200 are faster whole, n = 1000 tiled).
+constexpr int kWholeMatrixMaxPoints = 256;
+constexpr int kTile = 64;
+
+// Evaluates the kernel tree (with first derivatives if asked) on the square tiles covering the
+// lower triangle of the n×n training matrix, and calls visit(row0, rows, col0, cols, root) with
+// each tile's root value; diagonal tiles (row0 == col0) come whole.
+template <typename Visit>
+void ForEachLowerTile(const internal::KernelEvaluator& evaluator, const Eigen::MatrixXd& x,
+                      const Eigen::VectorXd& full_raw, bool with_gradient, const Visit& visit) {
+  const int n = static_cast<int>(x.rows());
+  internal::PairGeometry tile;
+  std::vector<internal::KernelEvaluator::NodeValue> values;
+  for (int col0 = 0; col0 < n; col0 += kTile) {
+    const int cols = std::min(kTile, n - col0);
+    for (int row0 = col0; row0 < n; row0 += kTile) {
+      const int rows = std::min(kTile, n - row0);
+      evaluator.MakeGeometryBlock(x, row0, rows, x, col0, cols, &tile);
+      evaluator.Evaluate(tile, full_raw, with_gradient, &values);
+      visit(row0, rows, col0, cols, evaluator.Root(values));
+    }
+  }
 }
+}  // namespace
 
 GpModel::GpModel(GpModel&&) noexcept = default;
 GpModel& GpModel::operator=(GpModel&&) noexcept = default;
@@ -40,7 +76,10 @@ absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::M
     if (!model.parameters_[i].fixed) model.free_index_.push_back(i);
   }
   model.evaluator_ = std::make_unique<internal::KernelEvaluator>(kernel);
-  model.geometry_ = std::make_unique<internal::PairGeometry>(model.evaluator_->MakeGeometry(x, x));
+  if (x.rows() <= kWholeMatrixMaxPoints) {
+    model.geometry_ =
+        std::make_unique<internal::PairGeometry>(model.evaluator_->MakeGeometry(x, x));
+  }
   return model;
 }
 
@@ -112,7 +151,9 @@ double GpModel::LogPrior(const Eigen::VectorXd& free_raw, Eigen::VectorXd* gradi
 
 struct GpModel::Factorized {
   Eigen::VectorXd full_raw;
-  std::vector<internal::KernelEvaluator::NodeValue> values;  // kernel tree (with dK if asked)
+  // Whole-matrix path (geometry_ set) with derivatives asked: the kernel tree's node values,
+  // ∂K/∂r in the root's dk (the root's own k is moved into the factorisation).
+  std::vector<internal::KernelEvaluator::NodeValue> values;
   SpdFactorization cholesky;
   Eigen::VectorXd alpha;
   double value = 0.0;
@@ -128,16 +169,30 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
   if (!free_raw.allFinite()) return absl::InvalidArgumentError("raw parameters must be finite");
   out->full_raw = ExpandRaw(free_raw);
   const double noise_raw = out->full_raw(out->full_raw.size() - 1);
-  evaluator_->Evaluate(*geometry_, out->full_raw, with_derivatives, &out->values);
-  // The root's own matrix is not read again (derivatives come from dk and from product
-  // operands' values), so it is moved into the factorisation.
-  Eigen::MatrixXd k = std::move(evaluator_->Root(out->values).k);
-  k.diagonal().array() += kNoiseFloor + Softplus(noise_raw);
+  const double noise_variance = kNoiseFloor + Softplus(noise_raw);
   out->noise_slope = Sigmoid(noise_raw);
-  if (absl::Status s = out->cholesky.Compute(std::move(k)); !s.ok()) return s;
+  const int n = num_points();
+  absl::Status factorized;
+  if (geometry_) {
+    evaluator_->Evaluate(*geometry_, out->full_raw, with_derivatives, &out->values);
+    Eigen::MatrixXd k = std::move(evaluator_->Root(out->values).k);
+    k.diagonal().array() += noise_variance;
+    factorized = out->cholesky.Compute(std::move(k));
+  } else {
+    factorized = out->cholesky.ComputeFromLower(n, [&](Eigen::MatrixXd* k) {
+    k->resize(n, n);
+    ForEachLowerTile(*evaluator_, x_, out->full_raw, /*with_gradient=*/false,
+                     [&](int row0, int rows, int col0, int cols,
+                         const internal::KernelEvaluator::NodeValue& root) {
+                       k->block(row0, col0, rows, cols) = root.k;
+                     });
+      k->diagonal().array() += noise_variance;
+    });
+  }
+  if (!factorized.ok()) return factorized;
   out->alpha = out->cholesky.Solve(y_);
-  const double n = static_cast<double>(y_.size());
-  out->value = -0.5 * y_.dot(out->alpha) - 0.5 * out->cholesky.LogDeterminant() - 0.5 * n * kLog2Pi;
+  out->value = -0.5 * y_.dot(out->alpha) - 0.5 * out->cholesky.LogDeterminant() -
+               0.5 * static_cast<double>(n) * kLog2Pi;
   if (!std::isfinite(out->value)) {
     return absl::FailedPreconditionError("log likelihood is not finite at these parameters");
   }
@@ -150,14 +205,12 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
   Factorized f;
   if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
   if (gradient) {
-    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ (Rasmussen & Williams eq. 5.9). W and K_i are
-    // symmetric, so the sum is 2·Σ over the lower triangle minus the diagonal: one pass over
-    // the lower triangles, a column of W at a time (never the whole W), for all parameters.
+    // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ and K_i = ∂K/∂r_i (Rasmussen & Williams
+    // eq. 5.9); for the noise K_i = σ'(r)·I. W and K_i are symmetric, so the sum is the strict
+    // lower triangle plus half the diagonal, read a column (whole matrices) or a tile (tiled
+    // path, K_i made again per tile) at a time. K⁻¹ takes the factor's storage.
     const int noise_index = static_cast<int>(parameters_.size()) - 1;
-    // The factor is not needed after α, so K⁻¹ is formed in its storage (no n×n copy).
     const Eigen::MatrixXd k_inverse = std::move(f.cholesky).TakeInverseLowerTriangle();
-    const auto& dk = evaluator_->Root(f.values).dk;
-    const int n = static_cast<int>(y_.size());
     std::vector<int> kernel_params;  // free index k → parameter index i, noise excluded
     std::vector<int> kernel_free;
     for (int k = 0; k < num_free(); ++k) {
@@ -166,21 +219,41 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
         kernel_free.push_back(k);
       }
     }
-    Eigen::VectorXd lower_sums = Eigen::VectorXd::Zero(kernel_params.size());
-    Eigen::VectorXd diagonal_sums = Eigen::VectorXd::Zero(kernel_params.size());
-    Eigen::VectorXd w_column(n);
-    for (int j = 0; j < n; ++j) {
-      const int len = n - j;
-      w_column.head(len) = f.alpha.tail(len) * f.alpha(j) - k_inverse.col(j).tail(len);
-      for (size_t p = 0; p < kernel_params.size(); ++p) {
-        const Eigen::MatrixXd& d = dk[kernel_params[p]];
-        lower_sums(p) += d.col(j).tail(len).dot(w_column.head(len));
-        diagonal_sums(p) += d(j, j) * w_column(0);
+    Eigen::VectorXd sums = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(kernel_params.size()));
+    if (geometry_) {
+      const std::vector<Eigen::MatrixXd>& dk = evaluator_->Root(f.values).dk;
+      const int n = num_points();
+      Eigen::VectorXd w_column(n);
+      for (int j = 0; j < n; ++j) {
+        const int len = n - j;
+        w_column.head(len) = f.alpha.tail(len) * f.alpha(j) - k_inverse.col(j).tail(len);
+        w_column(0) *= 0.5;
+        for (size_t p = 0; p < kernel_params.size(); ++p) {
+          sums(static_cast<Eigen::Index>(p)) +=
+              dk[kernel_params[p]].col(j).tail(len).dot(w_column.head(len));
+        }
       }
+    } else {
+      Eigen::MatrixXd w;
+      ForEachLowerTile(
+          *evaluator_, x_, f.full_raw, /*with_gradient=*/true,
+          [&](int row0, int rows, int col0, int cols,
+              const internal::KernelEvaluator::NodeValue& root) {
+            w.noalias() = f.alpha.segment(row0, rows) * f.alpha.segment(col0, cols).transpose();
+            w -= k_inverse.block(row0, col0, rows, cols);
+            if (row0 == col0) {
+              w.triangularView<Eigen::StrictlyUpper>().setZero();
+              w.diagonal() *= 0.5;
+            }
+            for (size_t p = 0; p < kernel_params.size(); ++p) {
+              sums(static_cast<Eigen::Index>(p)) +=
+                  (w.array() * root.dk[kernel_params[p]].array()).sum();
+            }
+          });
     }
     gradient->resize(num_free());
     for (size_t p = 0; p < kernel_params.size(); ++p) {
-      (*gradient)(kernel_free[p]) = 0.5 * (2.0 * lower_sums(p) - diagonal_sums(p));
+      (*gradient)(kernel_free[p]) = sums(static_cast<Eigen::Index>(p));
     }
     for (int k = 0; k < num_free(); ++k) {
       if (free_index_[k] == noise_index) {
@@ -199,7 +272,13 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
   const int noise_index = static_cast<int>(parameters_.size()) - 1;
   const Eigen::VectorXd& full = f.full_raw;
   const Eigen::VectorXd& alpha = f.alpha;
-  const auto& values = f.values;
+  // The Hessian needs the whole n×n ∂K/∂r and the operands' values (second derivatives); the
+  // tiled path made neither, so they are made here, with the geometry, for this call.
+  internal::PairGeometry tiled_geometry;
+  if (!geometry_) tiled_geometry = evaluator_->MakeGeometry(x_, x_);
+  const internal::PairGeometry& geometry = geometry_ ? *geometry_ : tiled_geometry;
+  std::vector<internal::KernelEvaluator::NodeValue> values = std::move(f.values);
+  if (!geometry_) evaluator_->Evaluate(geometry, full, true, &values);
   const double noise_slope = f.noise_slope;
   const Eigen::MatrixXd k_inverse = f.cholesky.Inverse();
   const Eigen::MatrixXd w = alpha * alpha.transpose() - k_inverse;
@@ -238,7 +317,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
       if (i == noise_index && j == noise_index) {
         second = 0.5 * noise_slope * (1.0 - noise_slope) * w.trace();
       } else if (i != noise_index && j != noise_index &&
-                 evaluator_->SecondDerivative(*geometry_, full, values, i, j, &k_ij)) {
+                 evaluator_->SecondDerivative(geometry, full, values, i, j, &k_ij)) {
         second = 0.5 * (w.array() * k_ij.array()).sum();
       }
       const double trace_term = 0.5 * (b[fi].array() * b[fj].transpose().array()).sum();

@@ -92,7 +92,8 @@ class GpModel {
   std::vector<HyperparameterInfo> parameters_;  // kernel parameters then noise (last)
   std::vector<int> free_index_;                 // free parameter k -> index into parameters_
   std::unique_ptr<internal::KernelEvaluator> evaluator_;
-  std::unique_ptr<internal::PairGeometry> geometry_;  // training inputs, computed once
+  // Pairwise geometry of the training inputs, kept for small n only (see gp_model.cc).
+  std::unique_ptr<internal::PairGeometry> geometry_;
 };
 
 }  // namespace gpsel

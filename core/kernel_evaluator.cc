@@ -177,29 +177,43 @@ int KernelEvaluator::Build(const KernelExpr& expr) {
 PairGeometry KernelEvaluator::MakeGeometry(const Eigen::MatrixXd& x1,
                                            const Eigen::MatrixXd& x2) const {
   PairGeometry geometry;
-  const Eigen::Index rows = x1.rows(), cols = x2.rows();
-  geometry.rows = rows;
-  geometry.cols = cols;
-  geometry.symmetric = &x1 == &x2 || (rows == cols && x1.cols() == x2.cols() &&
+  MakeGeometryBlock(x1, 0, x1.rows(), x2, 0, x2.rows(), &geometry);
+  geometry.symmetric = &x1 == &x2 || (x1.rows() == x2.rows() && x1.cols() == x2.cols() &&
                                       (x1.array() == x2.array()).all());
+  return geometry;
+}
+
+void KernelEvaluator::MakeGeometryBlock(const Eigen::MatrixXd& x1, Eigen::Index row0,
+                                        Eigen::Index rows, const Eigen::MatrixXd& x2,
+                                        Eigen::Index col0, Eigen::Index cols,
+                                        PairGeometry* out) const {
+  out->rows = rows;
+  out->cols = cols;
+  out->symmetric = &x1 == &x2 && row0 == col0 && rows == cols;
   for (const auto& [dim, use] : geometry_use_) {
-    PairGeometry::ForDim& g = geometry.by_dim[dim];
+    PairGeometry::ForDim& g = out->by_dim[dim];
     const Eigen::Index first = dim < 0 ? 0 : dim;
-    const Eigen::Index last = dim < 0 ? x1.cols() : dim + 1;
+    const Eigen::Index count = dim < 0 ? x1.cols() : 1;
+    const auto a = x1.block(row0, first, rows, count);
+    const auto b = x2.block(col0, first, cols, count);
     // d² summed dimension by dimension, a column at a time: directly rather than
     // |a|² + |b|² − 2a·b, which loses precision for near points.
     if (use.squared_distance || use.distance) {
       g.squared_distance.setZero(rows, cols);
-      for (Eigen::Index c = first; c < last; ++c) {
+      for (Eigen::Index c = 0; c < count; ++c) {
         for (Eigen::Index j = 0; j < cols; ++j) {
-          g.squared_distance.col(j).array() += (x1.col(c).array() - x2(j, c)).square();
+          g.squared_distance.col(j).array() += (a.col(c).array() - b(j, c)).square();
         }
       }
     }
     if (use.distance) g.distance = g.squared_distance.array().sqrt().matrix();
-    if (use.dot) g.dot = x1.middleCols(first, last - first) * x2.middleCols(first, last - first).transpose();
+    if (use.dot) {
+      g.dot.setZero(rows, cols);
+      for (Eigen::Index c = 0; c < count; ++c) {
+        for (Eigen::Index j = 0; j < cols; ++j) g.dot.col(j) += a.col(c) * b(j, c);
+      }
+    }
   }
-  return geometry;
 }
 
 namespace {

@@ -41,6 +41,13 @@ class KernelEvaluator {
 
   int num_parameters() const { return num_parameters_; }
   PairGeometry MakeGeometry(const Eigen::MatrixXd& x1, const Eigen::MatrixXd& x2) const;
+  // The geometry between rows [row0, row0 + rows) of x1 and [col0, col0 + cols) of x2 into `out`
+  // (its storage reused when the sizes match): a tile small enough for the kernel tree to be
+  // evaluated in cache. Symmetric when it is a diagonal block of one input set. Entry for entry
+  // the same numbers as MakeGeometry's.
+  void MakeGeometryBlock(const Eigen::MatrixXd& x1, Eigen::Index row0, Eigen::Index rows,
+                         const Eigen::MatrixXd& x2, Eigen::Index col0, Eigen::Index cols,
+                         PairGeometry* out) const;
 
   // Per-node value and first derivatives for the parameters in the node's subtree.
   struct NodeValue {

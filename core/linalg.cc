@@ -102,24 +102,41 @@ void ConfigureAllocatorForLargeMatrices() {
 }
 
 absl::Status SpdFactorization::Compute(Eigen::MatrixXd matrix) {
-  const int n = static_cast<int>(matrix.rows());
-  const double mean_diagonal = matrix.diagonal().mean();
-  if (!std::isfinite(mean_diagonal)) {
-    return absl::FailedPreconditionError("covariance matrix has non-finite entries");
-  }
   // Factorised in place: OpenBLAS's dpotrf("L") overwrites only the lower triangle and diagonal,
   // so the strict upper triangle still holds the matrix for a retry with more jitter (no second
   // copy). LAPACK itself only promises not to *read* it; other implementations may use it as
   // scratch — tests/core/linalg_test.cc (JitterRescuesASingularMatrix) checks the retry.
-  factor_ = std::move(matrix);
-  const Eigen::VectorXd diagonal = factor_.diagonal();
-  static constexpr double kJitters[] = {0.0, 1e-10, 1e-8, 1e-6};
-  for (double relative : kJitters) {
-    jitter_ = relative * std::abs(mean_diagonal);
-    if (relative > 0) {
-      factor_.triangularView<Eigen::StrictlyLower>() = factor_.transpose();
-      factor_.diagonal() = diagonal.array() + jitter_;
+  const Eigen::VectorXd diagonal = matrix.diagonal();
+  bool first = true;
+  return ComputeFromLower(static_cast<int>(matrix.rows()), [&](Eigen::MatrixXd* out) {
+    if (first) {
+      *out = std::move(matrix);
+      first = false;
+      return;
     }
+    out->triangularView<Eigen::StrictlyLower>() = out->transpose();
+    out->diagonal() = diagonal;
+  });
+}
+
+absl::Status SpdFactorization::ComputeFromLower(
+    int n, absl::FunctionRef<void(Eigen::MatrixXd*)> fill_lower) {
+  static constexpr double kJitters[] = {0.0, 1e-10, 1e-8, 1e-6};
+  double mean_diagonal = 0.0;
+  for (double relative : kJitters) {
+    fill_lower(&factor_);
+    if (factor_.rows() != n || factor_.cols() != n) {
+      return absl::InternalError(absl::StrCat("fill_lower made a ", factor_.rows(), "×",
+                                              factor_.cols(), " matrix, expected ", n, "×", n));
+    }
+    if (relative == 0.0) {
+      mean_diagonal = factor_.diagonal().mean();
+      if (!std::isfinite(mean_diagonal)) {
+        return absl::FailedPreconditionError("covariance matrix has non-finite entries");
+      }
+    }
+    jitter_ = relative * std::abs(mean_diagonal);
+    if (relative > 0) factor_.diagonal().array() += jitter_;
     int info = 0;
     dpotrf_("L", &n, factor_.data(), &n, &info, 1);
     if (info == 0) return absl::OkStatus();

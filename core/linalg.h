@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 
 namespace gpsel {
@@ -43,6 +44,12 @@ class SpdFactorization {
   // numerically positive definite, retries with diagonal jitter 1e-10, 1e-8, 1e-6 times the mean
   // diagonal; FAILED_PRECONDITION after.
   absl::Status Compute(Eigen::MatrixXd matrix);
+  // The same for an n×n symmetric matrix of which only the lower triangle (diagonal included)
+  // is made: `fill_lower` sizes the matrix it is given to n×n (it may arrive empty, or holding
+  // the previous attempt) and writes that triangle; the strict upper triangle is never read.
+  // dpotrf overwrites the triangle, so each jitter retry calls `fill_lower` again: remaking the
+  // matrix on the rare retry is cheaper than copying it on every call.
+  absl::Status ComputeFromLower(int n, absl::FunctionRef<void(Eigen::MatrixXd*)> fill_lower);
   double jitter() const { return jitter_; }
   double LogDeterminant() const;
   Eigen::VectorXd Solve(const Eigen::VectorXd& rhs) const;
