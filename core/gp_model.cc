@@ -180,12 +180,12 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
     factorized = out->cholesky.Compute(std::move(k));
   } else {
     factorized = out->cholesky.ComputeFromLower(n, [&](Eigen::MatrixXd* k) {
-    k->resize(n, n);
-    ForEachLowerTile(*evaluator_, x_, out->full_raw, /*with_gradient=*/false,
-                     [&](int row0, int rows, int col0, int cols,
-                         const internal::KernelEvaluator::NodeValue& root) {
-                       k->block(row0, col0, rows, cols) = root.k;
-                     });
+      k->resize(n, n);
+      ForEachLowerTile(*evaluator_, x_, out->full_raw, /*with_gradient=*/false,
+                       [&](int row0, int rows, int col0, int cols,
+                           const internal::KernelEvaluator::NodeValue& root) {
+                         k->block(row0, col0, rows, cols) = root.k;
+                       });
       k->diagonal().array() += noise_variance;
     });
   }

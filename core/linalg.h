@@ -62,7 +62,8 @@ class SpdFactorization {
   // The same, formed in the factor's own storage: saves the n×n copy when the factorisation is
   // not needed afterwards (it is left empty).
   Eigen::MatrixXd TakeInverseLowerTriangle() &&;
-  // The lower triangle holds L; the strict upper triangle holds the factorised matrix's.
+  // The lower triangle holds L; the strict upper triangle holds the factorised matrix's after
+  // Compute, and is unspecified after ComputeFromLower.
   const Eigen::MatrixXd& lower() const { return factor_; }
 
  private:

@@ -28,7 +28,8 @@ void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count
 }
 #else
 void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count) {
-  Eigen::Map<Eigen::ArrayXd>(out, count) = (Eigen::Map<const Eigen::ArrayXd>(in, count) * scale).exp();
+  Eigen::Map<Eigen::ArrayXd>(out, count) =
+      (Eigen::Map<const Eigen::ArrayXd>(in, count) * scale).exp();
 }
 #endif
 

@@ -1057,7 +1057,9 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
     const KernelExpr kernel = Kernel(c.kernel);
     const GpModel model = MakeModel(kernel, data.x, data.y);
     int redrawn = 0;
-    for (const Eigen::VectorXd& raw : PriorDraws(model, 2, 4000 + Fnv1a(c.kernel) % 1000, &redrawn)) {
+    const std::vector<Eigen::VectorXd> draws =
+        PriorDraws(model, 2, 4000 + Fnv1a(c.kernel) % 1000, &redrawn);
+    for (const Eigen::VectorXd& raw : draws) {
       SCOPED_TRACE(::testing::Message() << "raw = " << raw.transpose());
       const FdError e = CheckAgainstFiniteDifferences(model, raw);
       EXPECT_TRUE(e.finite);
