@@ -233,7 +233,7 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
               dk[kernel_params[p]].col(j).tail(len).dot(w_column.head(len));
         }
       }
-    } else {
+    } else if (!kernel_params.empty()) {
       Eigen::MatrixXd w;
       ForEachLowerTile(
           *evaluator_, x_, f.full_raw, /*with_gradient=*/true,

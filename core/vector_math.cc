@@ -2,8 +2,11 @@
 // which evaluates a kernel matrix's exponentials ~1.6× faster than Eigen's packet exp here
 // (bench/RESULTS.md, issue 2): Eigen's double exp is a Padé approximant with a division per
 // packet. glibc documents libmvec's exp to within 4 ulp; measured ≤ 3 ulp against the scalar
-// exp on this machine. Without AVX2 (the baseline x86-64 build, other architectures) Eigen's.
+// exp on this machine. Without AVX2 (the baseline x86-64 build, other architectures) the scalar
+// std::exp.
 #include "core/vector_math.h"
+
+#include <cmath>
 
 #if defined(__AVX2__) && defined(GPSEL_HAVE_LIBMVEC)
 #include <immintrin.h>
@@ -27,9 +30,10 @@ void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count
   }
 }
 #else
+// Scalar std::exp per entry: Eigen's array exp would mix its packet and scalar paths by
+// position (breaking the equal-bits promise) and clamps large negative inputs above zero.
 void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count) {
-  Eigen::Map<Eigen::ArrayXd>(out, count) =
-      (Eigen::Map<const Eigen::ArrayXd>(in, count) * scale).exp();
+  for (Eigen::Index i = 0; i < count; ++i) out[i] = std::exp(in[i] * scale);
 }
 #endif
 

@@ -1,5 +1,5 @@
 // Vectorised elementary functions for the kernel matrices: exp through glibc's vector math
-// library (libmvec) when the build targets AVX2, else Eigen's own.
+// library (libmvec) when the build targets AVX2, else the scalar std::exp.
 #ifndef GPSEL_CORE_VECTOR_MATH_H_
 #define GPSEL_CORE_VECTOR_MATH_H_
 

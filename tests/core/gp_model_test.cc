@@ -1050,12 +1050,17 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
     const char* kernel;
     bool two_dimensional;
   };
+  HyperparameterSettings fixed_period;  // a fixed parameter inside the tiles' kernel tree
+  fixed_period.fixed_values["PER.period"] = 0.7;
   for (const Case& c : {Case{"SE+LIN", false}, Case{"C*SE*PER+C*MAT32", false},
                         Case{"SE[0]*LIN[1]+RQ", true}, Case{"C*MAT12+MAT52[1]", true}}) {
     SCOPED_TRACE(c.kernel);
     const Data data = c.two_dimensional ? Random2D(31, 300) : Random1D(29, 300);
     const KernelExpr kernel = Kernel(c.kernel);
-    const GpModel model = MakeModel(kernel, data.x, data.y);
+    const bool has_period = std::string_view(c.kernel).find("PER") != std::string_view::npos;
+    const GpModel model = MakeModel(kernel, data.x, data.y, has_period ? fixed_period
+                                                                       : HyperparameterSettings{});
+    if (has_period) ASSERT_EQ(model.num_free() + 1, static_cast<int>(model.parameters().size()));
     int redrawn = 0;
     const std::vector<Eigen::VectorXd> draws =
         PriorDraws(model, 2, 4000 + Fnv1a(c.kernel) % 1000, &redrawn);

@@ -57,6 +57,38 @@ TEST(SpdFactorizationTest, MatchesEigenLlt) {
   }
 }
 
+TEST(SpdFactorizationTest, FromTheLowerTriangleAloneGivesComputesFactorAndRemakesOnRetry) {
+  // The strict upper triangle handed to dpotrf is NaN: nothing may read it. The rank-1 matrix
+  // needs jitter, so fill_lower must be called again for each retry (dpotrf destroyed the
+  // triangle), and the result must be Compute's on the full matrix, bit for bit.
+  for (int n : {5, 70, 300}) {
+    const Eigen::VectorXd v = Eigen::VectorXd::LinSpaced(n, 1.0, 2.0);
+    const Eigen::MatrixXd spd = RandomSpd(n, 500 + n), rank_one = v * v.transpose();
+    for (const Eigen::MatrixXd* k : {&spd, &rank_one}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n << (k == &spd ? " spd" : " rank one"));
+      SpdFactorization reference;
+      ASSERT_TRUE(reference.Compute(*k).ok());
+      int fills = 0;
+      SpdFactorization from_lower;
+      const absl::Status status = from_lower.ComputeFromLower(n, [&](Eigen::MatrixXd* out) {
+        ++fills;
+        out->setConstant(n, n, std::nan(""));
+        out->triangularView<Eigen::Lower>() = *k;
+      });
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(from_lower.jitter(), reference.jitter());
+      // Jitter 0, 1e-10, 1e-8, 1e-6 × mean diagonal are attempts 1, 2, 3, 4.
+      const double relative = reference.jitter() / k->diagonal().mean();
+      const int attempts = relative == 0 ? 1 : relative < 1e-9 ? 2 : relative < 1e-7 ? 3 : 4;
+      EXPECT_EQ(fills, attempts);
+      if (k == &rank_one) EXPECT_GT(attempts, 1);
+      const Eigen::MatrixXd l = from_lower.lower().triangularView<Eigen::Lower>();
+      const Eigen::MatrixXd l_ref = reference.lower().triangularView<Eigen::Lower>();
+      EXPECT_EQ(l, l_ref);
+    }
+  }
+}
+
 TEST(SpdFactorizationTest, JitterRescuesASingularMatrix) {
   Eigen::MatrixXd k = Eigen::MatrixXd::Ones(5, 5);  // rank 1
   SpdFactorization factor;
