@@ -4,7 +4,8 @@
 #      n = 50, 200, 1000, next to scikit-learn's GaussianProcessRegressor (n_restarts_optimizer=4,
 #      normalize_y=True) fitting the same kernel on the same CSV files; side-by-side table.
 #   2. One log-likelihood + gradient evaluation (SE+LIN) vs a bare Eigen LLT / LAPACK dpotrf of the
-#      same n×n matrix, with a breakdown of where an evaluation's time goes.
+#      same n×n matrix, with a breakdown of where an evaluation's time goes; 2b. the same ratio
+#      timed pair by pair (BM_GradVsLlt), robust to this machine's drifting speed.
 #   3. (MAUNA_LOA=1) the paper's Mauna Loa table, bench/mauna_loa_table.
 #
 #   bench/run_score_bench.sh                 # build if needed, run 1 and 2
