@@ -349,6 +349,35 @@ std::vector<ReportRow>& Report() {
 constexpr double kGradientTolerance = 1e-5;
 constexpr double kHessianTolerance = 1e-5;
 
+// At one raw vector: gradient and Hessian against finite differences, and the value against
+// the independent implementation (Eigen LLT of RefCovariance). Returns the errors for the
+// summary table; the relative value error is infinite when the model fails.
+struct DrawErrors {
+  FdError fd;
+  double loglik = 0.0;
+};
+
+DrawErrors CheckDraw(const GpModel& model, const KernelExpr& kernel, const Data& data,
+                     const Eigen::VectorXd& raw) {
+  DrawErrors errors;
+  errors.fd = CheckAgainstFiniteDifferences(model, raw);
+  EXPECT_TRUE(errors.fd.finite);
+  EXPECT_LE(errors.fd.gradient, kGradientTolerance);
+  EXPECT_LE(errors.fd.hessian, kHessianTolerance);
+  Eigen::MatrixXd k = RefCovariance(kernel, RefNatural(model, raw), data.x, data.x);
+  k.diagonal().array() += RefNatural(model, raw).at("noise");
+  const double reference = RefLogLikelihood(k, data.y);
+  const absl::StatusOr<double> value = model.LogLikelihood(raw);
+  EXPECT_TRUE(value.ok()) << value.status();
+  if (!value.ok()) {
+    errors.loglik = INFINITY;
+    return errors;
+  }
+  errors.loglik = std::abs(*value - reference) / std::max(1.0, std::abs(reference));
+  EXPECT_LE(errors.loglik, 1e-9) << *value << " vs " << reference;
+  return errors;
+}
+
 class GpModelDerivativeTest : public ::testing::TestWithParam<DerivativeCase> {
  public:
   static void TearDownTestSuite() {
@@ -382,22 +411,10 @@ TEST_P(GpModelDerivativeTest, GradientAndHessianMatchFiniteDifferencesAtPriorDra
   row.draws = static_cast<int>(draws.size());
   for (const Eigen::VectorXd& raw : draws) {
     SCOPED_TRACE(::testing::Message() << "raw = " << raw.transpose());
-    const FdError e = CheckAgainstFiniteDifferences(model, raw);
-    EXPECT_TRUE(e.finite);
-    EXPECT_LE(e.gradient, kGradientTolerance);
-    EXPECT_LE(e.hessian, kHessianTolerance);
-    row.gradient = std::max(row.gradient, e.gradient);
-    row.hessian = std::max(row.hessian, e.hessian);
-
-    // The value itself against the independent implementation.
-    Eigen::MatrixXd k = RefCovariance(kernel, RefNatural(model, raw), data.x, data.x);
-    k.diagonal().array() += RefNatural(model, raw).at("noise");
-    const double reference = RefLogLikelihood(k, data.y);
-    const absl::StatusOr<double> value = model.LogLikelihood(raw);
-    ASSERT_TRUE(value.ok());
-    const double rel = std::abs(*value - reference) / std::max(1.0, std::abs(reference));
-    EXPECT_LE(rel, 1e-9) << *value << " vs " << reference;
-    row.loglik = std::max(row.loglik, rel);
+    const DrawErrors e = CheckDraw(model, kernel, data, raw);
+    row.gradient = std::max(row.gradient, e.fd.gradient);
+    row.hessian = std::max(row.hessian, e.fd.hessian);
+    row.loglik = std::max(row.loglik, e.loglik);
   }
   RecordProperty("max_rel_err_gradient", ::testing::PrintToString(row.gradient));
   RecordProperty("max_rel_err_hessian", ::testing::PrintToString(row.hessian));
@@ -1066,17 +1083,7 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
         PriorDraws(model, 2, 4000 + Fnv1a(c.kernel) % 1000, &redrawn);
     for (const Eigen::VectorXd& raw : draws) {
       SCOPED_TRACE(::testing::Message() << "raw = " << raw.transpose());
-      const FdError e = CheckAgainstFiniteDifferences(model, raw);
-      EXPECT_TRUE(e.finite);
-      EXPECT_LE(e.gradient, kGradientTolerance);
-      EXPECT_LE(e.hessian, kHessianTolerance);
-      Eigen::MatrixXd k = RefCovariance(kernel, RefNatural(model, raw), data.x, data.x);
-      k.diagonal().array() += RefNatural(model, raw).at("noise");
-      const double reference = RefLogLikelihood(k, data.y);
-      const absl::StatusOr<double> value = model.LogLikelihood(raw);
-      ASSERT_TRUE(value.ok()) << value.status();
-      EXPECT_LE(std::abs(*value - reference) / std::max(1.0, std::abs(reference)), 1e-9)
-          << *value << " vs " << reference;
+      CheckDraw(model, kernel, data, raw);
     }
   }
 }
