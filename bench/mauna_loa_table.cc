@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   const char* kRows[] = {"lap", "lap0", "lap_aic", "lap_bic", "lap_bic_half",
                          "aic", "bic", "mll", "map"};
   std::vector<gpsel::KernelScore> scores;
+  std::vector<gpsel::KernelExpr> kernels;
   for (const Column& column : kColumns) {
     absl::StatusOr<gpsel::KernelExpr> kernel = gpsel::ParseKernel(column.kernel);
     if (!kernel.ok()) {
@@ -99,6 +100,10 @@ int main(int argc, char** argv) {
       // Every PER leaf; k2 has exactly one.
       options.hyperparameters.fixed_values["PER.period"] = 1.0;
     }
+    // Each column contains the one before: its fits also start from that one's optima with the
+    // new summand switched off (what ScoreKernels does for a request with several kernels), so
+    // MLL cannot decrease along the chain.
+    if (!scores.empty()) options.nested_parents.push_back({kernels.back(), &scores.back()});
     absl::StatusOr<gpsel::KernelScore> score = gpsel::ScoreKernel(*data, *kernel, options);
     if (!score.ok()) {
       std::fprintf(stderr, "%s: %s\n", column.name, score.status().ToString().c_str());
@@ -106,7 +111,11 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "%s = %s done in %.2f s\n", column.name, column.kernel,
                  score->seconds);
+    for (const std::string& warning : score->warnings) {
+      std::fprintf(stderr, "  warning: %s\n", warning.c_str());
+    }
     scores.push_back(*std::move(score));
+    kernels.push_back(*std::move(kernel));
   }
 
   std::printf("%-14s", "gpsel");

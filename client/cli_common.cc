@@ -104,7 +104,16 @@ void AddFitFlags(CLI::App& sub, FitFlags& flags) {
                  "override a prior on a raw parameter: NAME=MEAN,SD (e.g. SE.lengthscale=0,1)");
   sub.add_option("--fix", flags.fixed,
                  "fix a parameter at a natural value: NAME=VALUE (e.g. PER.period=1)");
+  sub.add_option("--scale-x", flags.scale_x,
+                 "divide x by a factor before modelling: none (default: the paper's priors on x "
+                 "as given), auto (the dominant period of y, or range/10), or a number; fitted "
+                 "values are reported in x's own units")
+      ->capture_default_str();
   sub.add_flag("--json", flags.json, "print JSON instead of a table");
+}
+
+absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags) {
+  return ParseXScaling(flags.scale_x, "--scale-x");
 }
 
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags) {
@@ -142,7 +151,16 @@ namespace {
 nlohmann::json FitToJson(const FitResult& fit) {
   nlohmann::json values = nlohmann::json::object();
   for (const auto& [name, value] : fit.values) values[name] = JsonNumber(value);
-  return values;
+  nlohmann::json j;
+  j["values"] = values;
+  j["log_likelihood"] = JsonNumber(fit.log_likelihood);
+  j["log_prior"] = JsonNumber(fit.log_prior);
+  j["objective_value"] = JsonNumber(fit.objective_value);
+  j["starts"] = fit.starts;
+  j["starts_at_best"] = fit.starts_at_best;
+  j["best_start_kind"] = std::string(StartKindName(fit.best_start_kind));
+  j["best_start_origin"] = fit.best_start_origin;
+  return j;
 }
 }  // namespace
 
@@ -198,6 +216,9 @@ nlohmann::json KernelScoreToJson(const KernelScore& score) {
       j["laplace_covariance"] = {{"parameters", score.parameter_names}, {"matrix", rows}};
     }
   }
+  j["x_scale"] = score.x_scale;
+  j["x_scale_reason"] = score.x_scale_reason;
+  j["warnings"] = score.warnings;
   j["seconds"] = score.seconds;
   return j;
 }

@@ -58,12 +58,15 @@ struct FitFlags {
   bool json = false;
   std::vector<std::string> priors;  // NAME=MEAN,SD
   std::vector<std::string> fixed;   // NAME=VALUE
+  std::string scale_x = "none";     // none | auto | FACTOR
   std::string server;               // HOST:PORT: run on a gpsel-server instead of in-process
 };
 void AddDataFlag(CLI::App& sub, FitFlags& flags);
 void AddFitFlags(CLI::App& sub, FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
 // Builds HyperparameterSettings from --prior/--fix; INVALID_ARGUMENT naming the bad entry.
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags);
+// The x scaling of --scale-x; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags);
 
 // Remote execution of `score` on a gpsel-server, installed by the service part of the CLI
 // (cli_remote.cc) when gpsel is built with gRPC; empty otherwise. Kernels are canonical.

@@ -41,6 +41,9 @@ int RunEvidence(const EvidenceFlags& flags) {
   options.sampling.max_seconds = flags.max_seconds;
   options.standardize = !flags.fit.no_standardize;
   options.hyperparameters = *settings;
+  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
+  if (!scale_x.ok()) return ReportError(scale_x.status());
+  options.scale_x = *scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   const bool remote = !flags.fit.server.empty();

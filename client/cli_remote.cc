@@ -423,6 +423,9 @@ int RunPredict(const PredictFlags& flags) {
   fit.fit.seed = flags.fit.seed;
   fit.standardize = !flags.fit.no_standardize;
   fit.hyperparameters = *settings;
+  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
+  if (!scale_x.ok()) return ReportError(scale_x.status());
+  fit.scale_x = *scale_x;
 
   PredictOutput out;
   if (flags.remote.server.empty()) {
@@ -439,8 +442,7 @@ int RunPredict(const PredictFlags& flags) {
     for (const auto& [name, value] : given) (*request.mutable_hyperparameters())[name] = value;
     request.set_objective(mll ? v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD
                               : v1::FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI);
-    convert::ToProto(convert::FitSettings{fit.fit, fit.standardize, fit.hyperparameters},
-                     request.mutable_fit());
+    convert::ToProto(convert::FitSettingsOf(fit), request.mutable_fit());
     absl::StatusOr<v1::PredictResponse> response = (*client)->Predict(request);
     if (!response.ok()) return ReportError(response.status());
     out.kernel = response->kernel();

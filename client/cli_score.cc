@@ -21,6 +21,13 @@ struct ScoreFlags {
   int threads = 0;  // 0: one per core
 };
 
+// "3/12d": starts at the optimum / starts, and the first letter of the winner's kind.
+std::string StartsMark(const std::optional<FitResult>& fit) {
+  if (!fit.has_value()) return "-";
+  return absl::StrFormat("%d/%d%c", fit->starts_at_best, fit->starts,
+                         StartKindName(fit->best_start_kind).front());
+}
+
 void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric>& metrics,
                 const Dataset& data) {
   std::map<std::string, double> best;
@@ -31,11 +38,14 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
   }
   size_t kernel_width = 6;
   for (const KernelScore& s : scores) kernel_width = std::max(kernel_width, s.kernel.size());
-  std::string header = absl::StrFormat("%-*s %3s", kernel_width, "kernel", "u");
+  std::string header =
+      absl::StrFormat("%-*s %3s %9s %9s", kernel_width, "kernel", "u", "mll@", "map@");
   for (Metric m : metrics) absl::StrAppendFormat(&header, " %12s", MetricName(m));
   std::cout << header << "\n";
   for (const KernelScore& s : scores) {
-    std::string row = absl::StrFormat("%-*s %3d", kernel_width, s.kernel, s.num_hyperparameters);
+    std::string row = absl::StrFormat("%-*s %3d %9s %9s", kernel_width, s.kernel,
+                                      s.num_hyperparameters, StartsMark(s.mll_fit),
+                                      StartsMark(s.map_fit));
     for (Metric m : metrics) {
       const std::string name(MetricName(m));
       auto it = s.metrics.find(name);
@@ -53,16 +63,37 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
                                scores.empty() || scores[0].standardized
                                    ? "y standardised (mean 0, sd 1)"
                                    : "y not standardised");
+  std::cout << "mll@/map@: starts that reached the fit's optimum / starts, and the winning "
+               "start's kind (p prior draw, d data-informed, n nested kernel, c cross-seeded, "
+               "g given); 1/N means it may not be global.\n";
+  if (!scores.empty() && scores[0].x_scale != 1.0) {
+    std::cout << absl::StrFormat("x divided by %.6g for modelling (%s); values in x's units.\n",
+                                 scores[0].x_scale, scores[0].x_scale_reason);
+  }
   for (const KernelScore& s : scores) {
     for (const auto& [name, reason] : s.undefined_metrics) {
       std::cout << s.kernel << ": " << name << " undefined: " << reason << "\n";
     }
-    if (s.map_fit) {
-      std::cout << s.kernel << " MAP fit:";
-      for (const auto& [name, value] : s.map_fit->values) {
+    for (const std::optional<FitResult>* fit : {&s.mll_fit, &s.map_fit}) {
+      if (!fit->has_value()) continue;
+      const FitResult& f = **fit;
+      std::cout << absl::StrFormat(
+          "%s %s fit: log lik %.4f, log prior %.4f;",
+          s.kernel, f.objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP",
+          f.log_likelihood, f.log_prior);
+      for (const auto& [name, value] : f.values) {
         std::cout << absl::StrFormat(" %s=%.4g", name, value);
       }
       std::cout << "\n";
+    }
+  }
+}
+
+// Every warning of every score, on stderr (so that --json output stays clean).
+void PrintWarnings(const std::vector<KernelScore>& scores) {
+  for (const KernelScore& s : scores) {
+    for (const std::string& warning : s.warnings) {
+      std::cerr << "gpsel: warning: " << s.kernel << ": " << warning << "\n";
     }
   }
 }
@@ -92,6 +123,9 @@ int RunScore(const ScoreFlags& flags) {
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;
   options.hyperparameters = *settings;
+  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
+  if (!scale_x.ok()) return ReportError(scale_x.status());
+  options.scale_x = *scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   std::vector<KernelScore> scores;
@@ -106,18 +140,19 @@ int RunScore(const ScoreFlags& flags) {
     scores = *std::move(remote);
   } else {
     TerminalProgress progress(!flags.fit.json && StderrIsTerminal());
-    for (const KernelExpr& kernel : kernels) {
-      absl::StatusOr<KernelScore> score = ScoreKernel(*data, kernel, options, progress.callback());
-      if (!score.ok()) {
-        progress.Finish();
-        return ReportError(absl::Status(score.status().code(),
-                                        absl::StrCat(ToString(kernel), ": ",
-                                                     score.status().message())));
-      }
-      scores.push_back(*std::move(score));
+    int failed = 0;
+    absl::StatusOr<std::vector<KernelScore>> local =
+        ScoreKernels(*data, kernels, options, progress.callback(), &failed);
+    progress.Finish();
+    if (!local.ok()) {
+      return ReportError(absl::Status(local.status().code(),
+                                      absl::StrCat(ToString(kernels[failed]), ": ",
+                                                   local.status().message())));
     }
+    scores = *std::move(local);
   }
 
+  PrintWarnings(scores);
   if (flags.fit.json) {
     nlohmann::json out;
     out["n"] = data->num_points();

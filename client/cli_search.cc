@@ -25,7 +25,7 @@ struct SearchFlags {
   std::string metric = "lap0";
   int beam = 1;
   int threads = 0;
-  bool warm_start = false;
+  bool warm_start = true;
 };
 
 nlohmann::json CandidateToJson(const CandidateRecord& c) {
@@ -110,6 +110,9 @@ int RunSearch(const SearchFlags& flags) {
   options.score.fit.seed = flags.fit.seed;
   options.score.standardize = !flags.fit.no_standardize;
   options.score.hyperparameters = *std::move(settings);
+  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
+  if (!scale_x.ok()) return ReportError(scale_x.status());
+  options.score.scale_x = *scale_x;
   if (options.metric == "evidence") {
     NestedSamplingOptions sampling;
     sampling.seed = flags.fit.seed;
@@ -154,8 +157,10 @@ GPSEL_REGISTER_COMMAND(
       sub.add_option("--threads", flags->threads,
                      "candidates fitted in parallel (0 = one per CPU); results do not depend on it")
           ->capture_default_str();
-      sub.add_flag("--warm-start", flags->warm_start,
-                   "also start each candidate's fit from its parent's optimum");
+      sub.add_flag("--warm-start,!--no-warm-start", flags->warm_start,
+                   "also start each candidate's fit from its parent's optimum, the added part "
+                   "switched off, so a child never fits worse than the parent it contains "
+                   "(default; --no-warm-start as in the paper's search)");
       AddFitFlags(sub, flags->fit);
       sub.add_option("--server", flags->fit.server,
                      "HOST:PORT of a gpsel-server: search there, progress streamed back "

@@ -10,6 +10,7 @@ namespace gpsel {
 
 absl::Status EvidenceOptions::Validate() const {
   if (absl::Status s = sampling.Validate(); !s.ok()) return s;
+  if (absl::Status s = scale_x.Validate(); !s.ok()) return s;
   return hyperparameters.Validate();
 }
 
@@ -28,8 +29,11 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
   absl::StatusOr<Standardization> standardization =
       ComputeStandardization(data.y, options.standardize);
   if (!standardization.ok()) return standardization.status();
+  absl::StatusOr<ScaledInputs> inputs =
+      ScaleInputs(data, options.scale_x, options.hyperparameters);
+  if (!inputs.ok()) return inputs.status();
   absl::StatusOr<GpModel> model = GpModel::Create(
-      kernel, data.x, ApplyStandardization(*standardization, data.y), options.hyperparameters);
+      kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
   if (!model.ok()) return model.status();
 
   const GpModel& gp = *model;

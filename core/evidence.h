@@ -18,6 +18,7 @@
 #include "core/kernel_expr.h"
 #include "core/nested_sampling.h"
 #include "core/progress.h"
+#include "core/score.h"
 
 namespace gpsel {
 
@@ -25,6 +26,7 @@ struct EvidenceOptions {
   NestedSamplingOptions sampling;  // dlogz, nlive, dynamic, seed, caps
   bool standardize = true;         // standardise y first (the priors assume it)
   HyperparameterSettings hyperparameters;
+  XScaling scale_x;                // x / factor before modelling, as in ScoreKernel
   absl::Status Validate() const;
 };
 

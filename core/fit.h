@@ -1,6 +1,8 @@
-// Hyperparameter fitting: L-BFGS (LBFGSpp) on the raw parameters with random restarts drawn
-// from the prior. Two objectives (DESIGN §2): the MLL fit maximises log p(y|θ); the MAP fit
-// maximises log p(y|θ) + log p(θ).
+// Hyperparameter fitting: L-BFGS (LBFGSpp) on the raw parameters, started from random draws of
+// the prior and from given points (data-informed, a contained kernel's optimum, ...). Two
+// objectives (README "Conventions"): the MLL fit maximises log p(y|θ); the MAP fit maximises
+// log p(y|θ) + log p(θ). Fitted together, each fit is also started from the other's optimum, so
+// that MLL ≥ log p(y|θ̂_MAP) and MAP ≥ log p(y|θ̂_MLL) + log p(θ̂_MLL) hold exactly.
 #ifndef GPSEL_CORE_FIT_H_
 #define GPSEL_CORE_FIT_H_
 
@@ -8,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -22,6 +25,26 @@ namespace gpsel {
 class ThreadPool;  // core/thread_pool.h
 
 enum class FitObjective { kMaximumLikelihood, kMaximumAPosteriori };
+
+// Where a start's point came from; reported for the winning start.
+enum class StartKind {
+  kPriorDraw,     // a random draw from the prior (FitOptions::restarts of them)
+  kDataInformed,  // lengthscales, periods and noise read off the data (core/data_starts.h)
+  kNestedParent,  // a contained kernel's optimum, the extra part switched off
+  kCrossSeeded,   // the other objective's optimum (MLL from MAP and vice versa)
+  kGiven,         // any other caller-supplied point
+};
+// "prior", "data", "nested", "cross", "given".
+std::string_view StartKindName(StartKind kind);
+
+// A starting point besides the prior draws.
+struct StartPoint {
+  Eigen::VectorXd raw;  // free raw values, in the model's free-parameter order
+  StartKind kind = StartKind::kGiven;
+  std::string origin;   // human-readable, e.g. "periodogram period 10.9" or "C*SE MLL optimum"
+  // Only for this objective's fit; unset = every fit.
+  std::optional<FitObjective> only_for;
+};
 
 struct FitOptions {
   int restarts = 5;                 // random starts drawn from the prior (≥ 1)
@@ -46,9 +69,14 @@ struct FitOptions {
   // there, so a lengthscale of up to 500 input units is reachable).
   double raw_lower_bound = -30.0;
   double raw_upper_bound = 500.0;
-  // Extra starting point tried in addition to the random ones (e.g. a parent's optimum in
-  // kernel search); never replaces a random start.
-  std::optional<Eigen::VectorXd> warm_start;
+  // Starting points tried in addition to the random ones (data-informed starts, a contained
+  // kernel's optimum in kernel search or a multi-kernel score); never replace a random start.
+  // They come after the prior draws, in this order.
+  std::vector<StartPoint> extra_starts;
+  // When the MLL and MAP fits are made together (FitHyperparametersJointly), every start's end
+  // point is also evaluated under the other objective, and a fit whose best start is beaten
+  // there (or by the other fit's optimum) is started again from that point.
+  bool cross_seed = true;
   absl::Status Validate() const;
 };
 
@@ -59,9 +87,14 @@ struct FitResult {
   double log_likelihood = 0.0;            // log p(y|θ̂)
   double log_prior = 0.0;                 // log p(θ̂)
   double objective_value = 0.0;           // the maximised objective
-  int best_restart = 0;                   // which start won (warm start = restarts)
-  int starts = 0;                         // restarts (+1 with a warm start)
+  int best_restart = 0;                   // which start won (index over all starts below)
+  int starts = 0;                         // restarts + extra starts + cross-seeded starts
   int successful_restarts = 0;            // starts that produced a finite optimum
+  // Starts whose end point came within kSameOptimumNats of the optimum: 1 means only one start
+  // found it, and a better one may exist elsewhere.
+  int starts_at_best = 0;
+  StartKind best_start_kind = StartKind::kPriorDraw;  // the winning start's kind ...
+  std::string best_start_origin;                      // ... and origin
   int iterations = 0;                     // improving steps (L-BFGS and Newton) over starts
   int evaluations = 0;                    // likelihood+gradient evaluations over starts
   // The objective's Hessian in raw space at `raw` and the Cholesky jitter it needed, from the
@@ -71,6 +104,9 @@ struct FitResult {
   double objective_hessian_jitter = 0.0;
   std::string Summary() const;
 };
+
+// Two end points within this many nats count as the same optimum (FitResult::starts_at_best).
+inline constexpr double kSameOptimumNats = 1e-3;
 
 // The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian in
 // raw space at `raw`; FAILED_PRECONDITION where K is not positive definite or a value is not
@@ -88,8 +124,11 @@ absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective 
 // Several fits of one model at once (ScoreKernel's MLL and MAP fits): the starts of all of them
 // form one batch on options.pool (or options.threads threads), in the order given — put the
 // costlier objective first — and then the winners are polished side by side. The results, in
-// the order of `objectives`, are exactly those of separate FitHyperparameters calls. Progress is
-// one stream whose fraction covers all starts.
+// the order of `objectives`, are those of separate FitHyperparameters calls, except that with
+// options.cross_seed and both objectives each fit is also started from the other's points (see
+// FitOptions::cross_seed), which guarantees, exactly,
+//   MLL ≥ log p(y|θ̂_MAP)   and   MAP ≥ log p(y|θ̂_MLL) + log p(θ̂_MLL).
+// Progress is one stream whose fraction covers all starts.
 absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     const GpModel& model, const std::vector<FitObjective>& objectives, const FitOptions& options,
     const ProgressCallback& progress = nullptr);

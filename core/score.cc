@@ -10,12 +10,17 @@
 
 #include <Eigen/Eigenvalues>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/data_heuristics.h"
+#include "core/data_starts.h"
 #include "core/gp_model.h"
 #include "core/linalg.h"
+#include "core/nested_embedding.h"
 
 namespace gpsel {
 
@@ -102,8 +107,109 @@ bool NeedsMllFit(Metric metric) {
 }
 bool NeedsMapFit(Metric metric) { return !NeedsMllFit(metric); }
 
+absl::Status XScaling::Validate() const {
+  if (mode == Mode::kFactor && !(std::isfinite(factor) && factor > 0)) {
+    return absl::InvalidArgumentError("scale_x: the factor must be finite and > 0");
+  }
+  return absl::OkStatus();
+}
+
+std::string XScalingText(const XScaling& scaling) {
+  switch (scaling.mode) {
+    case XScaling::Mode::kNone: return "none";
+    case XScaling::Mode::kAuto: return "auto";
+    case XScaling::Mode::kFactor: return absl::StrFormat("%.17g", scaling.factor);
+  }
+  return "none";
+}
+
+absl::StatusOr<XScaling> ParseXScaling(std::string_view text, std::string_view field) {
+  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(std::string(text)));
+  XScaling scaling;
+  if (lower == "none" || lower.empty()) return scaling;
+  if (lower == "auto") {
+    scaling.mode = XScaling::Mode::kAuto;
+    return scaling;
+  }
+  double factor = 0.0;
+  if (!absl::SimpleAtod(lower, &factor) || !std::isfinite(factor) || !(factor > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(field), ": '", std::string(text),
+        "' is not 'none', 'auto' or a positive number"));
+  }
+  scaling.mode = XScaling::Mode::kFactor;
+  scaling.factor = factor;
+  return scaling;
+}
+
+double UserUnitsPerModelUnit(std::string_view name, double x_scale) {
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+  };
+  if (ends_with(".lengthscale") || ends_with(".period")) return x_scale;
+  if (ends_with(".variance")) return 1.0 / (x_scale * x_scale);
+  return 1.0;
+}
+
+absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kernel,
+                                                         const HyperparameterSettings& settings,
+                                                         double x_scale) {
+  if (!(std::isfinite(x_scale) && x_scale > 0)) {
+    return absl::InvalidArgumentError("scale_x: the factor must be finite and > 0");
+  }
+  absl::StatusOr<std::vector<HyperparameterInfo>> infos =
+      DescribeHyperparameters(kernel, settings);
+  if (!infos.ok()) return infos.status();
+  std::vector<PriorSummary> out;
+  for (const HyperparameterInfo& info : *infos) {
+    const double units = UserUnitsPerModelUnit(info.name, x_scale);
+    const double offset = info.name == kNoiseName ? kNoiseFloor : 0.0;
+    auto natural = [&](double raw) { return (offset + Softplus(raw)) * units; };
+    PriorSummary summary;
+    summary.name = info.name;
+    summary.raw = info.prior;
+    summary.fixed = info.fixed;
+    if (info.fixed) summary.fixed_value = natural(info.fixed_raw);
+    summary.median = natural(info.prior.mean);
+    summary.lower95 = natural(info.prior.mean - 1.96 * info.prior.sd);
+    summary.upper95 = natural(info.prior.mean + 1.96 * info.prior.sd);
+    out.push_back(std::move(summary));
+  }
+  return out;
+}
+
+absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& scaling,
+                                         const HyperparameterSettings& settings) {
+  if (absl::Status s = scaling.Validate(); !s.ok()) return s;
+  ScaledInputs out;
+  switch (scaling.mode) {
+    case XScaling::Mode::kNone:
+      out.reason = "as given";
+      break;
+    case XScaling::Mode::kFactor:
+      out.factor = scaling.factor;
+      out.reason = "given";
+      break;
+    case XScaling::Mode::kAuto: {
+      absl::StatusOr<XScaleChoice> choice = AutoXScale(data.x, data.y);
+      if (!choice.ok()) return choice.status();
+      out.factor = choice->factor;
+      out.reason = absl::StrCat("auto: ", choice->reason);
+      break;
+    }
+  }
+  // Unscaled x stays bit for bit what the user gave.
+  out.x = out.factor == 1.0 ? data.x : (data.x / out.factor).eval();
+  out.settings = settings;
+  for (auto& [name, value] : out.settings.fixed_values) {
+    value /= UserUnitsPerModelUnit(name, out.factor);
+  }
+  return out;
+}
+
 absl::Status ScoreOptions::Validate() const {
   if (absl::Status s = fit.Validate(); !s.ok()) return s;
+  if (absl::Status s = scale_x.Validate(); !s.ok()) return s;
   if (absl::Status s = hyperparameters.Validate(); !s.ok()) return s;
   for (double r : laplace_r) {
     if (!std::isfinite(r)) return absl::InvalidArgumentError("laplace_r: must be finite");
@@ -146,6 +252,99 @@ LaplaceDiagnostics::ClampedDirection DescribeDirection(double eigenvalue,
 
 std::string FormatLaplaceRName(double r) { return absl::StrFormat("lap_r=%g", r); }
 
+// The optima of the contained kernels in options.nested_parents, embedded into `model`'s
+// parameters with the extra part switched off (core/nested_embedding.h), as starts of the fit of
+// the same objective.
+void AddNestedStarts(const KernelExpr& kernel, const GpModel& model, const ScoreOptions& options,
+                     FitOptions& fit) {
+  for (const NestedParent& parent : options.nested_parents) {
+    if (parent.score == nullptr || parent.kernel == kernel ||
+        !KernelContains(kernel, parent.kernel)) {
+      continue;
+    }
+    for (const std::optional<FitResult>* parent_fit :
+         {&parent.score->mll_fit, &parent.score->map_fit}) {
+      if (!parent_fit->has_value()) continue;
+      absl::StatusOr<NestedEmbedding> embedding = EmbedNestedOptimum(
+          parent.kernel, ModelRawValues(*parent.score, **parent_fit), kernel,
+          fit.raw_lower_bound, fit.raw_upper_bound);
+      if (!embedding.ok()) continue;
+      StartPoint start;
+      start.kind = StartKind::kNestedParent;
+      start.only_for = (*parent_fit)->objective;
+      start.origin = absl::StrCat(
+          parent.score->kernel,
+          (*parent_fit)->objective == FitObjective::kMaximumLikelihood ? " MLL" : " MAP",
+          " optimum");
+      start.raw.resize(model.num_free());
+      Eigen::Index k = 0;
+      bool complete = true;
+      for (const HyperparameterInfo& info : model.parameters()) {
+        if (info.fixed) continue;
+        auto it = embedding->raw.find(info.name);
+        if (it == embedding->raw.end()) {
+          complete = false;
+          break;
+        }
+        start.raw(k++) = it->second;
+      }
+      if (complete) fit.extra_starts.push_back(std::move(start));
+    }
+  }
+}
+
+// Appends to `warnings` what the user should know about `fit`: parameters on a bound or more
+// than kPriorSdWarning prior sd from the prior mean, and an optimum only one start reached.
+constexpr double kPriorSdWarning = 3.0;
+constexpr double kOnBound = 1e-6;  // raw distance from a bound that counts as on it
+
+void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptions& options,
+                    double x_factor, std::vector<std::string>* warnings) {
+  const char* label = fit.objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP";
+  const std::vector<std::string> names = model.free_names();
+  const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
+  for (Eigen::Index k = 0; k < fit.raw.size() && k < static_cast<Eigen::Index>(names.size());
+       ++k) {
+    const std::string& name = names[k];
+    const double raw = fit.raw(k);
+    auto value = fit.values.find(name);
+    const double natural = value != fit.values.end() ? value->second : Softplus(raw);
+    // Lengthscales, periods and LIN variances depend on the units of x; the rest on y's.
+    const bool depends_on_x_units = UserUnitsPerModelUnit(name, 2.0) != 1.0;
+    const std::string remedy =
+        depends_on_x_units
+            ? absl::StrCat("check the units of x (rescale with --scale-x auto or FACTOR) or set "
+                           "its prior with --prior ", name, "=MEAN,SD")
+            : absl::StrCat("set its prior with --prior ", name, "=MEAN,SD or fix it with --fix ",
+                           name, "=VALUE");
+    if (raw <= options.fit.raw_lower_bound + kOnBound) {
+      warnings->push_back(absl::StrFormat(
+          "%s fit: %s ends on its lower bound (%.3g): the data does not need this part, so the "
+          "kernel without it fits as well",
+          label, name, natural));
+    } else if (raw >= options.fit.raw_upper_bound - kOnBound) {
+      warnings->push_back(absl::StrFormat(
+          "%s fit: %s ends on its upper bound (%.4g) and would grow further; %s", label, name,
+          natural, remedy));
+    } else if (const double z = (raw - mean(k)) / sd(k); std::abs(z) > kPriorSdWarning) {
+      const double units = UserUnitsPerModelUnit(name, x_factor);
+      const double offset = name == kNoiseName ? kNoiseFloor : 0.0;
+      warnings->push_back(absl::StrFormat(
+          "%s fit: %s = %.4g lies %.1f prior sd %s its prior mean (the prior's 95%% interval is "
+          "%.3g to %.3g); %s",
+          label, name, natural, std::abs(z), z > 0 ? "above" : "below",
+          (offset + Softplus(mean(k) - 1.96 * sd(k))) * units,
+          (offset + Softplus(mean(k) + 1.96 * sd(k))) * units, remedy));
+    }
+  }
+  if (fit.starts > 1 && fit.starts_at_best <= 1) {
+    warnings->push_back(absl::StrFormat(
+        "%s fit: only 1 of %d starts reached the optimum (objective %.4f), so it may not be "
+        "global; raise --restarts (now %d) to check",
+        label, fit.starts, fit.objective_value, options.fit.restarts));
+  }
+}
+
 // ScoreKernel, taking the fits `earlier` has (null: none).
 absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExpr& kernel,
                                             const ScoreOptions& options,
@@ -157,8 +356,12 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   absl::StatusOr<Standardization> standardization =
       ComputeStandardization(data.y, options.standardize);
   if (!standardization.ok()) return standardization.status();
+  absl::StatusOr<ScaledInputs> inputs =
+      ScaleInputs(data, options.scale_x, options.hyperparameters);
+  if (!inputs.ok()) return inputs.status();
+  const double x_factor = inputs->factor;
   absl::StatusOr<GpModel> model = GpModel::Create(
-      kernel, data.x, ApplyStandardization(*standardization, data.y), options.hyperparameters);
+      kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
   if (!model.ok()) return model.status();
 
   const std::vector<Metric>& metrics = options.metrics.empty() ? PaperMetrics() : options.metrics;
@@ -172,6 +375,8 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   score.standardized = standardization->applied;
   score.standardization = *standardization;
   score.parameter_names = model->free_names();
+  score.x_scale = x_factor;
+  score.x_scale_reason = inputs->reason;
   const double n = data.num_points();
   const double u = model->num_free();
   if (earlier != nullptr) {
@@ -181,31 +386,46 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
           "earlier score is for '", earlier->kernel, "' on ", earlier->num_points,
           " points, not for '", score.kernel, "' on ", score.num_points));
     }
-    if (need_mll && earlier->mll_fit.has_value()) score.mll_fit = earlier->mll_fit;
-    if (need_map && earlier->map_fit.has_value()) score.map_fit = earlier->map_fit;
+    // Both fits are cross-seeded from each other when made together, so one fit of `earlier`
+    // alone is not what a fresh score would give: it is reused only when no other fit is
+    // needed.
+    const bool has_mll = earlier->mll_fit.has_value(), has_map = earlier->map_fit.has_value();
+    if (need_mll && has_mll && (!need_map || has_map)) score.mll_fit = earlier->mll_fit;
+    if (need_map && has_map && (!need_mll || has_mll)) score.map_fit = earlier->map_fit;
   }
 
-  if (need_mll && need_map && !score.mll_fit && !score.map_fit &&
-      (options.fit.threads > 1 || options.fit.pool != nullptr)) {
-    // Both fits at once: their ten starts (the MLL ones, usually longer, first) balance over
-    // the threads far better than two rounds of five, and the two Newton polishes overlap.
-    // Same numbers as in turn.
+  const bool make_mll = need_mll && !score.mll_fit, make_map = need_map && !score.map_fit;
+  FitOptions fit_options = options.fit;
+  if ((make_mll || make_map) && model->num_free() > 0) {
+    if (options.data_informed_starts) {
+      for (StartPoint& start : DataInformedStarts(*model)) {
+        fit_options.extra_starts.push_back(std::move(start));
+      }
+    }
+    AddNestedStarts(kernel, *model, options, fit_options);
+  }
+
+  if (make_mll && make_map) {
+    // Both fits at once: their starts (the MLL ones, usually longer, first) balance over the
+    // threads far better than two rounds, the two Newton polishes overlap, and each fit is
+    // cross-seeded from the other (FitHyperparametersJointly), so that MLL ≥ log p(y|θ̂_MAP)
+    // and MAP ≥ log p(y|θ̂_MLL) + log p(θ̂_MLL).
     absl::StatusOr<std::vector<FitResult>> fits = FitHyperparametersJointly(
         *model, {FitObjective::kMaximumLikelihood, FitObjective::kMaximumAPosteriori},
-        options.fit, progress);
+        fit_options, progress);
     if (!fits.ok()) return fits.status();
     score.mll_fit = std::move((*fits)[0]);
     score.map_fit = std::move((*fits)[1]);
-  } else if (need_mll && !score.mll_fit) {
+  } else if (make_mll) {
     absl::StatusOr<FitResult> fit =
-        FitHyperparameters(*model, FitObjective::kMaximumLikelihood, options.fit, progress);
+        FitHyperparameters(*model, FitObjective::kMaximumLikelihood, fit_options, progress);
     if (!fit.ok()) return fit.status();
     score.mll_fit = *std::move(fit);
   }
   if (need_map) {
     if (!score.map_fit.has_value()) {
       absl::StatusOr<FitResult> fit =
-          FitHyperparameters(*model, FitObjective::kMaximumAPosteriori, options.fit, progress);
+          FitHyperparameters(*model, FitObjective::kMaximumAPosteriori, fit_options, progress);
       if (!fit.ok()) return fit.status();
       score.map_fit = *std::move(fit);
     }
@@ -289,6 +509,14 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       }
     }
   }
+  // Fitted values in the user's units of x, and what the user should know about the optima.
+  for (auto [fit, made] : {std::pair{&score.mll_fit, make_mll}, std::pair{&score.map_fit, make_map}}) {
+    if (!fit->has_value()) continue;
+    if (made) {
+      for (auto& [name, value] : (*fit)->values) value *= UserUnitsPerModelUnit(name, x_factor);
+    }
+    AddFitWarnings(*model, **fit, options, x_factor, &score.warnings);
+  }
   score.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return score;
@@ -309,11 +537,70 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
   return ScoreKernelImpl(data, kernel, options, &earlier, progress);
 }
 
+absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
+                                                      const std::vector<KernelExpr>& kernels,
+                                                      const ScoreOptions& options,
+                                                      const ProgressCallback& progress,
+                                                      int* failed_kernel) {
+  // Fewer base kernels first: a kernel can only contain kernels of at most its size.
+  std::vector<size_t> order(kernels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return NumBaseKernels(kernels[a]) < NumBaseKernels(kernels[b]);
+  });
+  std::vector<std::optional<KernelScore>> scores(kernels.size());
+  for (size_t position = 0; position < order.size(); ++position) {
+    const size_t i = order[position];
+    // The largest contained kernels scored so far: each bounds the ones it contains in turn,
+    // so starting from those alone keeps the chain monotone at the cost of one start each.
+    std::vector<size_t> contained;
+    for (size_t before = 0; before < position; ++before) {
+      const size_t j = order[before];
+      if (kernels[j] != kernels[i] && KernelContains(kernels[i], kernels[j])) {
+        contained.push_back(j);
+      }
+    }
+    ScoreOptions kernel_options = options;
+    for (size_t j : contained) {
+      const bool inside_another = std::any_of(contained.begin(), contained.end(), [&](size_t k) {
+        return kernels[k] != kernels[j] && KernelContains(kernels[k], kernels[j]);
+      });
+      if (!inside_another) kernel_options.nested_parents.push_back({kernels[j], &*scores[j]});
+    }
+    absl::StatusOr<KernelScore> score = ScoreKernel(data, kernels[i], kernel_options, progress);
+    if (!score.ok()) {
+      if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
+      return score.status();
+    }
+    scores[i] = *std::move(score);
+  }
+  std::vector<KernelScore> out;
+  for (auto& score : scores) out.push_back(*std::move(score));
+  return out;
+}
+
+std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit) {
+  std::map<std::string, double> raw;
+  // Fixed parameters appear in `values` only (natural, user units).
+  for (const auto& [name, value] : fit.values) {
+    const double model_value = value / UserUnitsPerModelUnit(name, score.x_scale) -
+                               (name == kNoiseName ? kNoiseFloor : 0.0);
+    raw[name] = InverseSoftplus(std::max(model_value, 1e-300));
+  }
+  for (size_t k = 0; k < score.parameter_names.size(); ++k) {
+    if (static_cast<Eigen::Index>(k) < fit.raw.size()) raw[score.parameter_names[k]] = fit.raw(k);
+  }
+  return raw;
+}
+
 std::string KernelScore::Summary() const {
   std::string out = absl::StrFormat("kernel %s: n = %d, u = %d, y %s\n", kernel, num_points,
                                     num_hyperparameters,
                                     standardized ? "standardised" : "as given (not standardised)");
-  for (Metric m : AllMetrics()) {
+  if (x_scale != 1.0) {
+    absl::StrAppendFormat(&out, "  x divided by %.6g for modelling (%s); values in x's units\n",
+                          x_scale, x_scale_reason);
+  }  for (Metric m : AllMetrics()) {
     const std::string name(MetricName(m));
     if (auto it = metrics.find(name); it != metrics.end()) {
       absl::StrAppendFormat(&out, "  %-13s %12.4f\n", name, it->second);
@@ -342,6 +629,7 @@ std::string KernelScore::Summary() const {
       }
     }
   }
+  for (const std::string& warning : warnings) absl::StrAppend(&out, "  warning: ", warning, "\n");
   absl::StrAppendFormat(&out, "  time %.3f s\n", seconds);
   return out;
 }

@@ -44,9 +44,43 @@ absl::StatusOr<std::vector<Metric>> ParseMetricList(std::string_view list);
 bool NeedsMllFit(Metric metric);  // mll, aic, bic
 bool NeedsMapFit(Metric metric);  // the rest
 
+// How x is scaled before modelling: x_model = x / factor. The default priors are the paper's,
+// stated on x as the paper gave it (years for Mauna Loa, [0, 1] for the interpretable example);
+// data in other units can put a true period or lengthscale many prior sd out.
+struct XScaling {
+  enum class Mode {
+    kNone,    // x as given (default: the paper's examples reproduce exactly)
+    kAuto,    // the factor of AutoXScale (core/data_heuristics.h): the dominant period of y, or
+              // range/10, a function of the data that scales with x
+    kFactor,  // the given factor
+  };
+  Mode mode = Mode::kNone;
+  double factor = 1.0;  // kFactor only; > 0
+  absl::Status Validate() const;
+};
+// "none", "auto" or the factor with full precision: what ParseXScaling reads back.
+std::string XScalingText(const XScaling& scaling);
+// "none", "auto" or a positive number; INVALID_ARGUMENT naming `field` otherwise.
+absl::StatusOr<XScaling> ParseXScaling(std::string_view text, std::string_view field = "scale_x");
+
+struct KernelScore;
+
+// A kernel scored earlier on the same data with the same options: when it is contained in the
+// kernel being scored (core/nested_embedding.h), its optima, embedded with the extra part
+// switched off, are starts of the larger kernel's fits (MLL from MLL, MAP from MAP).
+struct NestedParent {
+  KernelExpr kernel;
+  const KernelScore* score = nullptr;  // not owned
+};
+
 struct ScoreOptions {
   FitOptions fit;                      // restarts (default 5), seed, ...
   bool standardize = true;             // standardise y before fitting (priors assume it)
+  XScaling scale_x;                    // how x is scaled before modelling (default: not at all)
+  // Two data-informed starts per fit besides the prior draws (core/data_starts.h).
+  bool data_informed_starts = true;
+  // Contained kernels already scored (ScoreKernels fills this); others are ignored.
+  std::vector<NestedParent> nested_parents;
   std::vector<Metric> metrics;         // empty = the eight paper metrics
   std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
   HyperparameterSettings hyperparameters;
@@ -75,6 +109,14 @@ struct KernelScore {
   int num_hyperparameters = 0;          // u (free ones, noise included)
   bool standardized = false;
   Standardization standardization;
+  // x was divided by this before modelling (1 = as given). Fitted values (mll_fit/map_fit
+  // `values`) are in the user's units of x all the same; raw vectors, Hessians and the Laplace
+  // covariance are those of the scaled model.
+  double x_scale = 1.0;
+  std::string x_scale_reason;           // why this factor ("as given", "auto: ...", "given")
+  // Things the user should know about the optima: a parameter on a bound or more than 3 prior sd
+  // from its prior mean (with the remedy), an optimum reached by a single start.
+  std::vector<std::string> warnings;
   std::vector<std::string> parameter_names;  // free parameters in raw-vector order
   std::map<std::string, double> metrics;     // by metric name; an undefined Lap is absent ...
   std::map<std::string, std::string> undefined_metrics;  // ... and listed here with the reason
@@ -108,6 +150,53 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
                                                    const ScoreOptions& options,
                                                    const KernelScore& earlier,
                                                    const ProgressCallback& progress = nullptr);
+
+// Natural value in the user's units of x per natural value of the scaled model, for the
+// parameter `name`: x_scale for lengthscales and periods, 1/x_scale² for LIN variances (k =
+// σ²·x·x'), 1 otherwise.
+double UserUnitsPerModelUnit(std::string_view name, double x_scale);
+
+// A parameter's prior in natural units (the user's units of x): the raw Normal N(m, s) through
+// softplus (plus the 1e-4 floor for the noise), i.e. median softplus(m) and central 95 % interval
+// [softplus(m − 1.96 s), softplus(m + 1.96 s)], times UserUnitsPerModelUnit.
+struct PriorSummary {
+  std::string name;
+  NormalPrior raw;
+  bool fixed = false;
+  double fixed_value = 0.0;  // natural, user units (fixed parameters only)
+  double median = 0.0;
+  double lower95 = 0.0;
+  double upper95 = 0.0;
+};
+absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kernel,
+                                                         const HyperparameterSettings& settings,
+                                                         double x_scale = 1.0);
+
+// What a model is built from under an x scaling: x / factor, and the settings with fixed values
+// converted from the user's units of x into the model's.
+struct ScaledInputs {
+  Eigen::MatrixXd x;
+  HyperparameterSettings settings;
+  double factor = 1.0;
+  std::string reason;  // "as given", "given", "auto: ..."
+};
+absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& scaling,
+                                         const HyperparameterSettings& settings);
+
+// Scores several kernels on one dataset: smaller kernels first, each one's optima feeding the
+// fits of every larger kernel that contains it (ScoreOptions::nested_parents), so that a kernel's
+// MLL is not below that of a kernel it contains, except for what the bounds leave of the
+// switched-off part (README, "Nested kernels"). Results are in the order of `kernels`. On an
+// error, `failed_kernel` (if given) receives the index of the kernel that failed.
+absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
+                                                      const std::vector<KernelExpr>& kernels,
+                                                      const ScoreOptions& options,
+                                                      const ProgressCallback& progress = nullptr,
+                                                      int* failed_kernel = nullptr);
+
+// Free raw values of every parameter of a fit of `score` by name (fixed ones included), in the
+// scaled model's raw space: what nested embeddings start from.
+std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit);
 
 // Posterior predictive of a fitted model at new inputs (on the original y scale).
 struct Prediction {

@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/gp_model.h"
+#include "core/nested_embedding.h"
 #include "core/thread_pool.h"
 
 namespace gpsel {
@@ -260,15 +261,30 @@ absl::StatusOr<std::vector<KernelExpr>> ParseBaseKernelList(std::string_view lis
   return bases;
 }
 
+namespace {
+// The parent's optimum embedded into a child (WarmStartFromParent) as one more start of both
+// of the child's fits.
+void AddNestedStart(const std::optional<Eigen::VectorXd>& warm_start, FitOptions& fit) {
+  if (!warm_start.has_value()) return;
+  StartPoint start;
+  start.raw = *warm_start;
+  start.kind = StartKind::kNestedParent;
+  start.origin = "parent's optimum";
+  fit.extra_starts.push_back(std::move(start));
+}
+}  // namespace
+
 uint64_t CandidateSeed(uint64_t search_seed, std::string_view canonical_kernel_text) {
   const uint64_t text_hash = Fnv1a(canonical_kernel_text.data(), canonical_kernel_text.size());
   return SplitMix64(SplitMix64(search_seed) ^ text_hash);
 }
 
-absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& child,
+absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& parent,
+                                                    const KernelExpr& child,
                                                     const HyperparameterSettings& settings,
                                                     const std::vector<std::string>& parent_names,
-                                                    const Eigen::VectorXd& parent_raw) {
+                                                    const Eigen::VectorXd& parent_raw,
+                                                    double raw_lower, double raw_upper) {
   if (static_cast<Eigen::Index>(parent_names.size()) != parent_raw.size()) {
     return absl::InvalidArgumentError(absl::StrCat("warm start: ", parent_names.size(),
                                                    " parent names but ", parent_raw.size(),
@@ -279,6 +295,21 @@ absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& child,
   if (!infos.ok()) return infos.status();
   std::map<std::string, double> parent_values;
   for (size_t i = 0; i < parent_names.size(); ++i) parent_values[parent_names[i]] = parent_raw[i];
+  {
+    // The parent's fixed parameters complete its raw vector. A child that does not contain the
+    // parent exactly (S + B with a bare stationary B) still starts from the closest embedding;
+    // one that cannot be matched at all (B → B') keeps the values whose names match.
+    absl::StatusOr<std::vector<HyperparameterInfo>> parent_infos =
+        DescribeHyperparameters(parent, SettingsForKernel(parent, settings));
+    if (!parent_infos.ok()) return parent_infos.status();
+    std::map<std::string, double> full = parent_values;
+    for (const HyperparameterInfo& info : *parent_infos) {
+      if (info.fixed) full[info.name] = info.fixed_raw;
+    }
+    absl::StatusOr<NestedEmbedding> embedding =
+        EmbedNestedOptimum(parent, full, child, raw_lower, raw_upper);
+    if (embedding.ok()) parent_values = std::move(embedding->raw);
+  }
   std::vector<double> start;
   for (const HyperparameterInfo& info : *infos) {
     if (info.fixed) continue;
@@ -318,7 +349,7 @@ CandidateScorer MakeMetricScorer(Metric metric, const ScoreOptions& score_option
              -> absl::StatusOr<CandidateScore> {
     ScoreOptions options = score_options;
     options.fit.seed = request.seed;
-    options.fit.warm_start = request.warm_start;
+    AddNestedStart(request.warm_start, options.fit);
     options.hyperparameters = SettingsForKernel(kernel, score_options.hyperparameters);
     // An empty list means "all paper metrics" to ScoreKernel; here it means "just the one".
     if (std::find(options.metrics.begin(), options.metrics.end(), metric) ==
@@ -341,10 +372,11 @@ CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
     absl::StatusOr<Standardization> standardization =
         ComputeStandardization(data.y, score_options.standardize);
     if (!standardization.ok()) return standardization.status();
-    const HyperparameterSettings settings =
-        SettingsForKernel(kernel, score_options.hyperparameters);
+    absl::StatusOr<ScaledInputs> inputs = ScaleInputs(
+        data, score_options.scale_x, SettingsForKernel(kernel, score_options.hyperparameters));
+    if (!inputs.ok()) return inputs.status();
     absl::StatusOr<GpModel> model = GpModel::Create(
-        kernel, data.x, ApplyStandardization(*standardization, data.y), settings);
+        kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
     if (!model.ok()) return model.status();
     // Points where the covariance is not positive definite have zero likelihood.
     const LogLikelihoodFn log_likelihood = [&model](const Eigen::VectorXd& raw) {
@@ -483,9 +515,9 @@ absl::Status SearchOptions::Validate() const {
     absl::StatusOr<Metric> parsed = ParseMetric(metric);
     if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
   }
-  if (score.fit.warm_start.has_value()) {
+  if (!score.fit.extra_starts.empty()) {
     return absl::InvalidArgumentError(
-        "score.fit.warm_start: set per candidate by the search; use SearchOptions::warm_start");
+        "score.fit.extra_starts: set per candidate by the search; use SearchOptions::warm_start");
   }
   return score.Validate();
 }
@@ -769,8 +801,8 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     step.depth = depth;
     std::vector<Slot> slots;
     std::set<KernelExpr> in_step;
-    auto add_candidate = [&](KernelExpr kernel, const std::string& parent,
-                             std::string derivation) {
+    auto add_candidate = [&](KernelExpr kernel, const KernelExpr* parent_kernel,
+                             const std::string& parent, std::string derivation) {
       if (!in_step.insert(kernel).second) return;
       Slot slot;
       slot.record.kernel = ToString(kernel);
@@ -779,13 +811,14 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
       slot.record.num_base_kernels = NumBaseKernels(kernel);
       slot.record.seed = CandidateSeed(search_seed, slot.record.kernel);
       slot.kernel = std::move(kernel);
-      if (options_.warm_start && !parent.empty()) {
+      if (options_.warm_start && parent_kernel != nullptr) {
         auto parent_score = beam_scores_.find(parent);
         if (parent_score != beam_scores_.end() &&
             !parent_score->second.parameter_names.empty()) {
           absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
-              slot.kernel, options_.score.hyperparameters, parent_score->second.parameter_names,
-              parent_score->second.raw_optimum);
+              *parent_kernel, slot.kernel, options_.score.hyperparameters,
+              parent_score->second.parameter_names, parent_score->second.raw_optimum,
+              options_.score.fit.raw_lower_bound, options_.score.fit.raw_upper_bound);
           if (warm.ok()) {
             slot.warm_start = *std::move(warm);
             slot.record.warm_started = true;
@@ -795,7 +828,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
       slots.push_back(std::move(slot));
     };
     if (depth == 1) {
-      for (const KernelExpr& base : base_kernels_) add_candidate(base, "", "base");
+      for (const KernelExpr& base : base_kernels_) add_candidate(base, nullptr, "", "base");
     } else {
       for (const KernelExpr& parent : beam) {
         const std::string parent_text = ToString(parent);
@@ -804,7 +837,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
              ExpandKernel(parent, base_kernels_, options_.max_depth)) {
           // A kernel already in the beam is not its own competitor.
           if (std::find(beam.begin(), beam.end(), expansion.kernel) != beam.end()) continue;
-          add_candidate(std::move(expansion.kernel), parent_text,
+          add_candidate(std::move(expansion.kernel), &parent, parent_text,
                         std::move(expansion.derivation));
         }
       }
@@ -886,7 +919,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   result.best_uncertainty = best->record.uncertainty;
   ScoreOptions final_options = score_options_;
   final_options.fit.seed = best->record.seed;
-  final_options.fit.warm_start = best->warm_start;
+  AddNestedStart(best->warm_start, final_options.fit);
   final_options.hyperparameters =
       SettingsForKernel(best->kernel, options_.score.hyperparameters);
   std::vector<Metric> metrics = PaperMetrics();

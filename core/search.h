@@ -75,13 +75,19 @@ absl::StatusOr<std::vector<KernelExpr>> ParseBaseKernelList(std::string_view lis
 // (FNV-1a, then SplitMix64), so it never depends on scheduling, thread count or visiting order.
 uint64_t CandidateSeed(uint64_t search_seed, std::string_view canonical_kernel_text);
 
-// Warm start for `child` from a parent's optimum: the child's free raw vector (order of
-// GpModel::free_names) with the parent's raw value wherever a parameter name matches and the
-// prior mean elsewhere. INVALID_ARGUMENT when sizes differ or the settings do not fit the child.
-absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& child,
+// Warm start for `child` from its parent's optimum: the child's free raw vector (order of
+// GpModel::free_names). When the child contains the parent (S → S + B, S → S * B), the parent's
+// optimum embedded with B switched off as far as the bounds [raw_lower, raw_upper] allow
+// (EmbedNestedOptimum, core/nested_embedding.h), so the child's fit starts at the parent's
+// likelihood; otherwise (B → B') the parent's raw value wherever a parameter name matches and the
+// prior mean elsewhere. INVALID_ARGUMENT when sizes differ or the settings do not fit the kernels.
+absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& parent,
+                                                    const KernelExpr& child,
                                                     const HyperparameterSettings& settings,
                                                     const std::vector<std::string>& parent_names,
-                                                    const Eigen::VectorXd& parent_raw);
+                                                    const Eigen::VectorXd& parent_raw,
+                                                    double raw_lower = -30.0,
+                                                    double raw_upper = 500.0);
 
 // ---------------------------------------------------------------------------------------------
 // Scoring candidates.
@@ -189,9 +195,11 @@ struct SearchOptions {
   int beam_width = 1;
   // Candidates fitted in parallel; 0 = one per hardware thread. Results do not depend on it.
   int threads = 1;
-  // Add the parent's optimum (mapped by parameter name, prior mean elsewhere) as one extra
-  // optimiser start for each child. Off by default, as in the paper.
-  bool warm_start = false;
+  // Add the parent's optimum (embedded with the added part switched off, see
+  // WarmStartFromParent) as one extra optimiser start for each child, so that a child that
+  // contains its parent never scores a lower likelihood than it. On by default (the paper's
+  // search had no warm starts: turn off to reproduce it).
+  bool warm_start = true;
   // Fitting and scoring of each candidate. score.fit.seed is the search seed (each candidate
   // derives its own from it); score.metrics are metrics computed for every candidate in addition
   // to `metric` (empty = only what `metric` needs, the fastest). The best kernel is always

@@ -37,6 +37,28 @@ FitObjective FromProto(v1::FitObjective objective) {
                                                            : FitObjective::kMaximumAPosteriori;
 }
 
+constexpr std::pair<StartKind, v1::StartKind> kStartKinds[] = {
+    {StartKind::kPriorDraw, v1::START_KIND_PRIOR_DRAW},
+    {StartKind::kDataInformed, v1::START_KIND_DATA_INFORMED},
+    {StartKind::kNestedParent, v1::START_KIND_NESTED_PARENT},
+    {StartKind::kCrossSeeded, v1::START_KIND_CROSS_SEEDED},
+    {StartKind::kGiven, v1::START_KIND_GIVEN},
+};
+
+v1::StartKind ToProto(StartKind kind) {
+  for (const auto& [core, proto] : kStartKinds) {
+    if (core == kind) return proto;
+  }
+  return v1::START_KIND_UNSPECIFIED;
+}
+
+StartKind FromProto(v1::StartKind kind) {
+  for (const auto& [core, proto] : kStartKinds) {
+    if (proto == kind) return core;
+  }
+  return StartKind::kGiven;
+}
+
 }  // namespace
 
 // ---- datasets and matrices ------------------------------------------------------------------
@@ -112,7 +134,25 @@ FitSettings FromProto(const v1::FitOptions& proto) {
   for (const auto& [name, value] : proto.fixed_values()) {
     settings.hyperparameters.fixed_values[name] = value;
   }
+  if (absl::StatusOr<XScaling> scale_x = ParseXScaling(proto.scale_x()); scale_x.ok()) {
+    settings.scale_x = *scale_x;
+  }
+  settings.data_informed_starts =
+      proto.has_data_informed_starts() ? proto.data_informed_starts() : true;
   return settings;
+}
+
+FitSettings FitSettingsOf(const ScoreOptions& options) {
+  return FitSettings{options.fit, options.standardize, options.hyperparameters, options.scale_x,
+                     options.data_informed_starts};
+}
+
+void ApplyFitSettings(const FitSettings& settings, ScoreOptions* options) {
+  options->fit = settings.fit;
+  options->standardize = settings.standardize;
+  options->hyperparameters = settings.hyperparameters;
+  options->scale_x = settings.scale_x;
+  options->data_informed_starts = settings.data_informed_starts;
 }
 
 void ToProto(const FitSettings& settings, v1::FitOptions* proto) {
@@ -129,14 +169,15 @@ void ToProto(const FitSettings& settings, v1::FitOptions* proto) {
   for (const auto& [name, value] : settings.hyperparameters.fixed_values) {
     (*proto->mutable_fixed_values())[name] = value;
   }
+  if (settings.scale_x.mode != XScaling::Mode::kNone) {
+    proto->set_scale_x(XScalingText(settings.scale_x));
+  }
+  proto->set_data_informed_starts(settings.data_informed_starts);
 }
 
 absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& request) {
   ScoreOptions options;
-  FitSettings settings = FromProto(request.fit());
-  options.fit = settings.fit;
-  options.standardize = settings.standardize;
-  options.hyperparameters = settings.hyperparameters;
+  ApplyFitSettings(FromProto(request.fit()), &options);
   for (int i = 0; i < request.metrics_size(); ++i) {
     absl::StatusOr<Metric> metric = ParseMetric(request.metrics(i));
     if (!metric.ok()) {
@@ -150,8 +191,7 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& reque
 }
 
 void ScoreOptionsToProto(const ScoreOptions& options, v1::ScoreRequest* request) {
-  FitSettings settings{options.fit, options.standardize, options.hyperparameters};
-  ToProto(settings, request->mutable_fit());
+  ToProto(FitSettingsOf(options), request->mutable_fit());
   request->clear_metrics();
   for (Metric m : options.metrics) request->add_metrics(std::string(MetricName(m)));
   request->clear_laplace_r();
@@ -172,6 +212,10 @@ void ToProto(const FitResult& fit, v1::FitResult* proto) {
   proto->set_successful_restarts(fit.successful_restarts);
   proto->set_iterations(fit.iterations);
   proto->set_evaluations(fit.evaluations);
+  proto->set_starts(fit.starts);
+  proto->set_starts_at_best(fit.starts_at_best);
+  proto->set_best_start_kind(ToProto(fit.best_start_kind));
+  proto->set_best_start_origin(fit.best_start_origin);
 }
 
 FitResult FromProto(const v1::FitResult& proto) {
@@ -186,6 +230,10 @@ FitResult FromProto(const v1::FitResult& proto) {
   fit.successful_restarts = proto.successful_restarts();
   fit.iterations = proto.iterations();
   fit.evaluations = proto.evaluations();
+  fit.starts = proto.starts();
+  fit.starts_at_best = proto.starts_at_best();
+  fit.best_start_kind = FromProto(proto.best_start_kind());
+  fit.best_start_origin = proto.best_start_origin();
   return fit;
 }
 
@@ -244,6 +292,9 @@ void ToProto(const KernelScore& score, v1::KernelScore* proto) {
     out->set_hessian_jitter(l.hessian_jitter);
   }
   proto->set_seconds(score.seconds);
+  proto->set_x_scale(score.x_scale);
+  proto->set_x_scale_reason(score.x_scale_reason);
+  for (const std::string& warning : score.warnings) proto->add_warnings(warning);
 }
 
 KernelScore FromProto(const v1::KernelScore& proto) {
@@ -284,6 +335,9 @@ KernelScore FromProto(const v1::KernelScore& proto) {
     score.laplace = std::move(l);
   }
   score.seconds = proto.seconds();
+  score.x_scale = proto.x_scale() > 0 ? proto.x_scale() : 1.0;
+  score.x_scale_reason = proto.x_scale_reason();
+  score.warnings.assign(proto.warnings().begin(), proto.warnings().end());
   return score;
 }
 
@@ -321,6 +375,7 @@ EvidenceOptions FromProto(const v1::EvidenceOptions& proto) {
   const FitSettings fit = FromProto(proto.fit());
   options.standardize = fit.standardize;
   options.hyperparameters = fit.hyperparameters;
+  options.scale_x = fit.scale_x;
   return options;
 }
 
@@ -346,6 +401,9 @@ void ToProto(const EvidenceOptions& options, v1::EvidenceOptions* proto) {
   }
   for (const auto& [name, value] : options.hyperparameters.fixed_values) {
     (*fit->mutable_fixed_values())[name] = value;
+  }
+  if (options.scale_x.mode != XScaling::Mode::kNone) {
+    fit->set_scale_x(XScalingText(options.scale_x));
   }
 }
 
@@ -439,12 +497,9 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
   }
   if (request.max_depth() != 0) options.max_depth = request.max_depth();
   if (request.beam_width() != 0) options.beam_width = request.beam_width();
-  options.warm_start = request.warm_start();
+  if (request.has_warm_start()) options.warm_start = request.warm_start();
   options.threads = request.threads() == 0 ? 1 : request.threads();
-  FitSettings settings = FromProto(request.fit());
-  options.score.fit = settings.fit;
-  options.score.standardize = settings.standardize;
-  options.score.hyperparameters = settings.hyperparameters;
+  ApplyFitSettings(FromProto(request.fit()), &options.score);
   for (int i = 0; i < request.metrics_size(); ++i) {
     absl::StatusOr<Metric> metric = ParseMetric(request.metrics(i));
     if (!metric.ok()) {
@@ -464,9 +519,7 @@ void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* reque
   request->set_beam_width(options.beam_width);
   request->set_warm_start(options.warm_start);
   request->set_threads(options.threads);
-  FitSettings settings{options.score.fit, options.score.standardize,
-                       options.score.hyperparameters};
-  ToProto(settings, request->mutable_fit());
+  ToProto(FitSettingsOf(options.score), request->mutable_fit());
   request->clear_metrics();
   for (Metric m : options.score.metrics) request->add_metrics(std::string(MetricName(m)));
 }

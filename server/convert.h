@@ -53,9 +53,15 @@ struct FitSettings {
   FitOptions fit;
   bool standardize = true;
   HyperparameterSettings hyperparameters;
+  XScaling scale_x;
+  bool data_informed_starts = true;
 };
+// scale_x must have been validated (ValidateFitOptions); an unreadable one is taken as "none".
 FitSettings FromProto(const v1::FitOptions& proto);
 void ToProto(const FitSettings& settings, v1::FitOptions* proto);
+// The fit settings of score options, and back.
+FitSettings FitSettingsOf(const ScoreOptions& options);
+void ApplyFitSettings(const FitSettings& settings, ScoreOptions* options);
 
 // Full score options of a ScoreRequest; INVALID_ARGUMENT naming "metrics[i]" for a bad metric.
 absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& request);

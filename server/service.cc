@@ -351,14 +351,18 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerC
       [reactor, response, work, deadline] {
         ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
         absl::Status status = cancel(Progress{});  // it may have waited in the queue
-        for (size_t i = 0; status.ok() && i < work->kernels.size(); ++i) {
-          absl::StatusOr<KernelScore> score =
-              ScoreKernel(work->data, work->kernels[i], work->options, cancel);
-          if (!score.ok()) {
-            status = AttachField(score.status(), absl::StrCat("kernels[", i, "]"));
-            break;
+        if (status.ok()) {
+          // Smaller kernels first, each feeding the fits of the larger ones that contain it.
+          int failed = 0;
+          absl::StatusOr<std::vector<KernelScore>> scores =
+              ScoreKernels(work->data, work->kernels, work->options, cancel, &failed);
+          if (scores.ok()) {
+            for (const KernelScore& score : *scores) {
+              convert::ToProto(score, response->add_scores());
+            }
+          } else {
+            status = AttachField(scores.status(), absl::StrCat("kernels[", failed, "]"));
           }
-          convert::ToProto(*score, response->add_scores());
         }
         if (!status.ok()) response->Clear();
         reactor->FinishWith(status);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/hyperparameters.h"
+#include "core/score.h"
 
 namespace gpsel {
 namespace {
@@ -139,6 +140,10 @@ void CheckFitOptions(const v1::FitOptions& fit, const std::string& field,
     } else if (name == kNoiseName && value <= kNoiseFloor) {
       v.Add(f, absl::StrCat("noise variance must exceed the floor ", kNoiseFloor));
     }
+  }
+  if (absl::StatusOr<XScaling> scale_x = ParseXScaling(fit.scale_x(), field + ".scale_x");
+      !scale_x.ok()) {
+    v.Add(field + ".scale_x", "must be 'none', 'auto' or a positive number");
   }
 }
 

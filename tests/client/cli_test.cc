@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -63,11 +64,80 @@ TEST(CliTest, ScoreJsonReproducesThePaperExample) {
   EXPECT_NEAR(r["metrics"]["lap0"].get<double>(), -9.174, 0.005);
   EXPECT_NEAR(r["metrics"]["lap_aic"].get<double>(), -11.174, 0.005);
   EXPECT_NEAR(r["metrics"]["lap_bic"].get<double>(), -13.779, 0.005);
-  EXPECT_NEAR(r["map_fit"]["SE.lengthscale"].get<double>(), 0.975, 0.005);
-  EXPECT_GT(r["mll_fit"]["noise"].get<double>(), 1e-4);
+  EXPECT_NEAR(r["map_fit"]["values"]["SE.lengthscale"].get<double>(), 0.975, 0.005);
+  EXPECT_GT(r["mll_fit"]["values"]["noise"].get<double>(), 1e-4);
   ASSERT_EQ(r["hessian_eigenvalues"].size(), 2u);
   EXPECT_NEAR(r["hessian_eigenvalues"][0].get<double>(), 1.346, 0.005);
   EXPECT_NEAR(r["hessian_eigenvalues"][1].get<double>(), 3.741, 0.005);
+}
+
+const std::string kSunspots = std::string(GPSEL_DATA_DIR) + "/sunspots_yearly.csv";
+
+// The fit's sureness in JSON, and warnings on stderr only (stdout stays parseable JSON).
+TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
+  CliRun run = RunGpsel("score --data " + kSunspots + " --kernel 'C*PER*SE' --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  const auto& r = j["results"][0];
+  for (const char* fit : {"mll_fit", "map_fit"}) {
+    EXPECT_TRUE(r[fit].contains("log_likelihood")) << fit;
+    EXPECT_TRUE(r[fit].contains("log_prior")) << fit;
+    EXPECT_GE(r[fit]["starts_at_best"].get<int>(), 1) << fit;
+    EXPECT_GE(r[fit]["starts"].get<int>(), 7) << fit;  // 5 prior draws + 2 data-informed
+    EXPECT_THAT(r[fit]["best_start_kind"].get<std::string>(),
+                testing::AnyOf("prior", "data", "nested", "cross", "given"));
+  }
+  EXPECT_EQ(r["x_scale"].get<double>(), 1.0);
+  // x in years: the MLL period (about 10.5) is far outside the period prior.
+  bool warned = false;
+  for (const auto& w : r["warnings"]) {
+    warned = warned || w.get<std::string>().find("PER.period") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << r["warnings"].dump();
+  EXPECT_THAT(run.err, testing::HasSubstr("gpsel: warning: C*PER*SE: MLL fit: PER.period"));
+  EXPECT_THAT(run.err, testing::HasSubstr("--scale-x"));
+}
+
+TEST(CliTest, ScaleXAutoReportsValuesInTheFilesUnits) {
+  CliRun run = RunGpsel("score --data " + kSunspots +
+                        " --kernel 'C*PER*SE' --metrics mll,map --scale-x auto --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  const auto& r = j["results"][0];
+  EXPECT_GT(r["x_scale"].get<double>(), 9.0);
+  EXPECT_THAT(r["x_scale_reason"].get<std::string>(), testing::HasSubstr("auto"));
+  EXPECT_NEAR(r["map_fit"]["values"]["PER.period"].get<double>(), 10.5, 1.0);
+
+  CliRun bad = RunGpsel("score --data " + kSunspots + " --kernel SE --scale-x -3");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("--scale-x"));
+}
+
+TEST(CliTest, PriorsPrintsNaturalUnitsAndFlagsAPeriodOutOfReach) {
+  CliRun run = RunGpsel("priors --kernel 'C*PER*SE' --data " + kSunspots);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, testing::HasSubstr("PER.period"));
+  EXPECT_THAT(run.out, testing::HasSubstr("95% interval"));
+  EXPECT_THAT(run.out, testing::HasSubstr("note: y's strongest period"));
+  CliRun json = RunGpsel("priors --kernel PER --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  // softplus(0.65 ± 1.96) for the period: an independent closed form.
+  auto softplus = [](double r) { return std::log1p(std::exp(r)); };
+  bool seen = false;
+  for (const auto& p : j["priors"]) {
+    if (p["name"] != "PER.period") continue;
+    seen = true;
+    EXPECT_NEAR(p["median"].get<double>(), softplus(0.65), 1e-12);
+    EXPECT_NEAR(p["lower95"].get<double>(), softplus(0.65 - 1.96), 1e-12);
+    EXPECT_NEAR(p["upper95"].get<double>(), softplus(0.65 + 1.96), 1e-12);
+  }
+  EXPECT_TRUE(seen);
+  // Auto scaling puts the cycle inside the prior: no note.
+  CliRun scaled = RunGpsel("priors --kernel PER --scale-x auto --data " + kSunspots);
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.err;
+  EXPECT_THAT(scaled.out, testing::Not(testing::HasSubstr("note:")));
+  EXPECT_EQ(RunGpsel("priors --kernel PER --scale-x auto").exit_code, 2);
 }
 
 TEST(CliTest, HumanTableMarksTheBestPerColumnAndSaysStandardised) {
@@ -142,7 +212,7 @@ TEST(CliTest, FixedPeriodIsNotFitted) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["results"][0]["num_hyperparameters"], 3);  // SE.lengthscale, PER.lengthscale, noise
-  EXPECT_NEAR(j["results"][0]["map_fit"]["PER.period"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(j["results"][0]["map_fit"]["values"]["PER.period"].get<double>(), 1.0, 1e-12);
 }
 
 }  // namespace

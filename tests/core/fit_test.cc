@@ -38,6 +38,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A caller-supplied start at `raw`.
+StartPoint GivenStart(const Eigen::VectorXd& raw) {
+  StartPoint start;
+  start.raw = raw;
+  start.origin = "test point";
+  return start;
+}
+
 constexpr double kLog2Pi = 1.8378770664093454836;
 
 KernelExpr Kernel(std::string_view text) {
@@ -274,7 +282,7 @@ TEST(FitDeterminismTest, ParallelStartsGiveTheSameResultAsSerial) {
     FitOptions options;
     options.seed = 77;
     options.restarts = 6;
-    options.warm_start = Eigen::VectorXd::Zero(model.num_free());
+    options.extra_starts = {GivenStart(Eigen::VectorXd::Zero(model.num_free()))};
     absl::StatusOr<FitResult> serial = FitHyperparameters(model, objective, options);
     ASSERT_TRUE(serial.ok()) << serial.status();
     for (int threads : {2, 3, 8}) {
@@ -382,15 +390,17 @@ TEST(FitRestartsTest, WarmStartIsAnExtraStart) {
       FitHyperparameters(model, FitObjective::kMaximumLikelihood, options);
   ASSERT_TRUE(mll_optimum.ok());
   FitOptions warm = options;
-  warm.warm_start = mll_optimum->raw;
+  warm.extra_starts = {GivenStart(mll_optimum->raw)};
   absl::StatusOr<FitResult> fit =
       FitHyperparameters(stuck_model, FitObjective::kMaximumLikelihood, warm);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(fit->starts, 3);
   EXPECT_EQ(fit->successful_restarts, 3);
   EXPECT_EQ(fit->best_restart, 2);
+  EXPECT_EQ(fit->best_start_kind, StartKind::kGiven);
+  EXPECT_EQ(fit->best_start_origin, "test point");
   EXPECT_NEAR(fit->objective_value, mll_optimum->objective_value, 1e-9);
-  warm.warm_start.reset();
+  warm.extra_starts.clear();
   absl::StatusOr<FitResult> stuck =
       FitHyperparameters(stuck_model, FitObjective::kMaximumLikelihood, warm);
   ASSERT_TRUE(stuck.ok());
@@ -399,7 +409,7 @@ TEST(FitRestartsTest, WarmStartIsAnExtraStart) {
   // A hopeless warm start never replaces a random one: the result is bit-identical to the fit
   // without it.
   FitOptions bad = options;
-  bad.warm_start = Eigen::Vector2d(-25.0, 20.0);
+  bad.extra_starts = {GivenStart(Eigen::Vector2d(-25.0, 20.0))};
   absl::StatusOr<FitResult> with_bad =
       FitHyperparameters(model, FitObjective::kMaximumAPosteriori, bad);
   ASSERT_TRUE(with_bad.ok());
@@ -410,16 +420,16 @@ TEST(FitRestartsTest, WarmStartIsAnExtraStart) {
 
   // A warm start outside the box is clamped into it, not rejected.
   FitOptions outside = options;
-  outside.warm_start = Eigen::Vector2d(-1000.0, 1000.0);
+  outside.extra_starts = {GivenStart(Eigen::Vector2d(-1000.0, 1000.0))};
   EXPECT_TRUE(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, outside).ok());
 
   // Wrong size or non-finite: INVALID_ARGUMENT.
   FitOptions wrong = options;
-  wrong.warm_start = Eigen::Vector3d(0.0, 0.0, 0.0);
+  wrong.extra_starts = {GivenStart(Eigen::Vector3d(0.0, 0.0, 0.0))};
   absl::StatusOr<FitResult> r = FitHyperparameters(model, FitObjective::kMaximumAPosteriori, wrong);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("warm_start"));
-  wrong.warm_start = Eigen::Vector2d(0.0, NAN);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("extra_starts"));
+  wrong.extra_starts = {GivenStart(Eigen::Vector2d(0.0, NAN))};
   EXPECT_EQ(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, wrong).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -532,7 +542,8 @@ TEST(FitOptionsTest, ValidateRejectsBadValues) {
   expect_bad([](FitOptions& o) { o.raw_lower_bound = -INFINITY; }, "bounds");
   expect_bad([](FitOptions& o) { o.raw_upper_bound = INFINITY; }, "bounds");
   expect_bad([](FitOptions& o) { o.raw_upper_bound = NAN; }, "bounds");
-  expect_bad([](FitOptions& o) { o.warm_start = Eigen::Vector2d(INFINITY, 0.0); }, "warm_start");
+  expect_bad([](FitOptions& o) { o.extra_starts = {GivenStart(Eigen::Vector2d(INFINITY, 0.0))}; },
+             "extra_starts");
   // Edge values that are fine.
   FitOptions ok;
   ok.restarts = 1000;

@@ -184,13 +184,32 @@ TEST(SearchExpandTest, CandidateSeedDependsOnSeedAndTextOnly) {
 }
 
 TEST(SearchExpandTest, WarmStartMapsParentValuesByName) {
-  absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
-      Kernel("LIN*SE"), {}, {"SE.lengthscale", "noise"}, Eigen::Vector2d(0.25, -2.0));
+  // A LIN factor cannot be switched to 1: it keeps its prior mean, the SE its parent's value.
+  absl::StatusOr<Eigen::VectorXd> warm =
+      WarmStartFromParent(Kernel("SE"), Kernel("LIN*SE"), {}, {"SE.lengthscale", "noise"},
+                          Eigen::Vector2d(0.25, -2.0));
   ASSERT_TRUE(warm.ok()) << warm.status();
   ASSERT_EQ(warm->size(), 3);  // LIN.variance, SE.lengthscale, noise
   EXPECT_DOUBLE_EQ((*warm)[0], DefaultPrior(BaseKernel::kLIN, 0).mean);
   EXPECT_DOUBLE_EQ((*warm)[1], 0.25);
   EXPECT_DOUBLE_EQ((*warm)[2], -2.0);
+}
+
+TEST(SearchExpandTest, WarmStartSwitchesTheAddedPartOff) {
+  // S → S + B: B's scale on the lower bound; S → S * B: B's lengthscale on the upper bound.
+  absl::StatusOr<Eigen::VectorXd> sum =
+      WarmStartFromParent(Kernel("C*SE"), Kernel("C*SE+LIN"), {},
+                          {"C.constant", "SE.lengthscale", "noise"}, Eigen::Vector3d(1.5, 0.25, -2.0),
+                          -30.0, 500.0);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  ASSERT_EQ(sum->size(), 4);  // C.constant, SE.lengthscale, LIN.variance, noise
+  EXPECT_EQ(*sum, Eigen::Vector4d(1.5, 0.25, -30.0, -2.0));
+  absl::StatusOr<Eigen::VectorXd> product = WarmStartFromParent(
+      Kernel("SE"), Kernel("PER*SE"), {}, {"SE.lengthscale", "noise"},
+      Eigen::Vector2d(0.25, -2.0), -30.0, 500.0);
+  ASSERT_TRUE(product.ok()) << product.status();
+  ASSERT_EQ(product->size(), 4);  // PER.lengthscale, PER.period, SE.lengthscale, noise
+  EXPECT_EQ(*product, Eigen::Vector4d(500.0, DefaultPrior(BaseKernel::kPER, 1).mean, 0.25, -2.0));
 }
 
 // ---------------------------------------------------------------------------------------------
