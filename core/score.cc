@@ -146,7 +146,9 @@ double UserUnitsPerModelUnit(std::string_view name, double x_scale) {
   auto ends_with = [&](std::string_view suffix) {
     return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
   };
-  if (ends_with(".lengthscale") || ends_with(".period")) return x_scale;
+  // PER's lengthscale divides sin²(πd/p), a number, not a distance: it has no units.
+  const bool periodic = name.substr(0, 3) == "PER";
+  if ((ends_with(".lengthscale") && !periodic) || ends_with(".period")) return x_scale;
   if (ends_with(".variance")) return 1.0 / (x_scale * x_scale);
   return 1.0;
 }

@@ -152,8 +152,8 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
                                                    const ProgressCallback& progress = nullptr);
 
 // Natural value in the user's units of x per natural value of the scaled model, for the
-// parameter `name`: x_scale for lengthscales and periods, 1/x_scale² for LIN variances (k =
-// σ²·x·x'), 1 otherwise.
+// parameter `name`: x_scale for lengthscales (except PER's, which is relative to the period)
+// and periods, 1/x_scale² for LIN variances (k = σ²·x·x'), 1 otherwise.
 double UserUnitsPerModelUnit(std::string_view name, double x_scale);
 
 // A parameter's prior in natural units (the user's units of x): the raw Normal N(m, s) through

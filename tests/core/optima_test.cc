@@ -178,10 +178,15 @@ TEST(OptimaTest, AutoXScalingMakesYearsAndDecadesGiveTheSameScores) {
     for (const auto& [name, value] : in_years->metrics) {
       EXPECT_NEAR(value, in_decades->metrics.at(name), 1e-6) << text << " " << name;
     }
+    // Years per decade for what is measured in x; PER's lengthscale is relative to its period.
+    const std::map<std::string, double> ratio = {{"C.constant", 1.0},      {"PER.lengthscale", 1.0},
+                                                 {"PER.period", 10.0},     {"SE.lengthscale", 10.0},
+                                                 {"noise", 1.0}};
     for (const auto& [name, value] : in_years->map_fit->values) {
-      const double ratio = UserUnitsPerModelUnit(name, 10.0);  // years per decade, or 1
-      EXPECT_NEAR(value, ratio * in_decades->map_fit->values.at(name), 1e-5 * std::abs(value))
+      EXPECT_NEAR(value, ratio.at(name) * in_decades->map_fit->values.at(name),
+                  1e-5 * std::abs(value))
           << text << " " << name;
+      EXPECT_EQ(UserUnitsPerModelUnit(name, 10.0), ratio.at(name)) << name;
     }
   }
   // The cycle in each file's units.
