@@ -13,7 +13,7 @@
 
 namespace gpsel {
 
-// Two starts for every fit of `model` (whose x and y are the modelled ones: scaled x,
+// Two starts for a fit of `model` (whose x and y are the modelled ones: scaled x,
 // standardised y), deterministic functions of the data:
 //   - "long": each top-level summand i of m gets the stationary lengthscale
 //     ℓ_i = ℓ_long·(ℓ_short/ℓ_long)^(i/(m−1)) (ℓ_long = the median pairwise distance, ℓ_short =

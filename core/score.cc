@@ -401,6 +401,12 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   if ((make_mll || make_map) && model->num_free() > 0) {
     if (options.data_informed_starts) {
       for (StartPoint& start : DataInformedStarts(*model)) {
+        // With both fits, the MLL fit alone takes them: every MLL end point is a candidate start
+        // of the MAP fit by cross-seeding, at the price of a log prior, so the MAP fit gets
+        // their basins without paying for the starts twice.
+        if (make_mll && make_map && fit_options.cross_seed) {
+          start.only_for = FitObjective::kMaximumLikelihood;
+        }
         fit_options.extra_starts.push_back(std::move(start));
       }
     }
