@@ -411,6 +411,19 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       }
     }
     AddNestedStarts(kernel, *model, options, fit_options);
+    // A fit of `earlier` that is made again (with the other one, for cross-seeding) starts from
+    // where it ended, so it cannot come out worse.
+    if (earlier != nullptr) {
+      for (const std::optional<FitResult>* fit : {&earlier->mll_fit, &earlier->map_fit}) {
+        if (!fit->has_value() || (*fit)->raw.size() != model->num_free()) continue;
+        StartPoint start;
+        start.raw = (*fit)->raw;
+        start.kind = StartKind::kGiven;
+        start.origin = "the earlier fit's optimum";
+        start.only_for = (*fit)->objective;
+        fit_options.extra_starts.push_back(std::move(start));
+      }
+    }
   }
 
   if (make_mll && make_map) {

@@ -144,8 +144,10 @@ absl::StatusOr<KernelScore> ScoreKernel(const Dataset& data, const KernelExpr& k
 
 // As ScoreKernel, but reuses the fits of `earlier`: a score of the same kernel on the same data
 // with the same fit options, seed and priors, perhaps for fewer metrics (kernel search re-scores
-// its best candidate this way). Only the fits that `earlier` lacks are made, so the numbers are
-// those ScoreKernel gives. INVALID_ARGUMENT when `earlier` is for another kernel or data size.
+// its best candidate this way). When `earlier` has every fit the metrics need, they are reused
+// as they are; when it lacks one, both fits are made together (cross-seeded, as ScoreKernel
+// makes them), the one `earlier` had also starting from its optimum, so it is at least as good.
+// INVALID_ARGUMENT when `earlier` is for another kernel or data size.
 absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const KernelExpr& kernel,
                                                    const ScoreOptions& options,
                                                    const KernelScore& earlier,
