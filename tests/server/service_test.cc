@@ -75,6 +75,44 @@ TEST_F(ServiceTest, ScoreMatchesInProcessBitForBit) {
   EXPECT_NEAR((*remote)[0].metrics.at("lap"), -8.144, 0.005);
 }
 
+// Nested kernels, x scaling, the fits' sureness and the warnings survive the trip: the server
+// scores a request's kernels as ScoreKernels does in-process.
+TEST_F(ServiceTest, ScoreCarriesScalingWarningsAndStartsOfNestedKernels) {
+  const Dataset data = LoadData("sunspots_yearly.csv");
+  ScoreOptions options;
+  options.metrics = {Metric::kMll, Metric::kMap};
+  options.scale_x = *ParseXScaling("auto");
+  const std::vector<KernelExpr> kernels = {*ParseKernel("C*PER*SE + C*SE"),
+                                           *ParseKernel("C*PER*SE")};
+  std::unique_ptr<Client> client = Connect(server_->port());
+  absl::StatusOr<std::vector<KernelScore>> remote = client->Score(data, kernels, options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  absl::StatusOr<std::vector<KernelScore>> local = ScoreKernels(data, kernels, options);
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_EQ(remote->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const KernelScore& r = (*remote)[i];
+    const KernelScore& l = (*local)[i];
+    EXPECT_EQ(r.metrics, l.metrics);
+    EXPECT_EQ(r.x_scale, l.x_scale);
+    EXPECT_GT(r.x_scale, 9.0);
+    EXPECT_EQ(r.x_scale_reason, l.x_scale_reason);
+    EXPECT_EQ(r.warnings, l.warnings);
+    for (const auto& [rf, lf] : {std::pair{&r.mll_fit, &l.mll_fit}, std::pair{&r.map_fit, &l.map_fit}}) {
+      ASSERT_TRUE(rf->has_value() && lf->has_value());
+      EXPECT_EQ((*rf)->values, (*lf)->values);
+      EXPECT_EQ((*rf)->log_likelihood, (*lf)->log_likelihood);
+      EXPECT_EQ((*rf)->log_prior, (*lf)->log_prior);
+      EXPECT_EQ((*rf)->starts, (*lf)->starts);
+      EXPECT_EQ((*rf)->starts_at_best, (*lf)->starts_at_best);
+      EXPECT_EQ((*rf)->best_start_kind, (*lf)->best_start_kind);
+      EXPECT_EQ((*rf)->best_start_origin, (*lf)->best_start_origin);
+    }
+  }
+  // The larger kernel contains the smaller: its MLL is not lower.
+  EXPECT_GE((*remote)[0].metrics.at("mll"), (*remote)[1].metrics.at("mll") - 1e-6);
+}
+
 TEST_F(ServiceTest, PredictWithGivenAndFittedHyperparameters) {
   const Dataset data = LoadData("interpretable_linear.csv");
   std::unique_ptr<Client> client = Connect(server_->port());
@@ -173,6 +211,8 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
        },
        "dataset.num_dims"},
       {"unparsable kernel", [](auto& r) { r.set_kernels(0, "SE+*"); }, "kernels[0]"},
+      {"unknown x scaling", [](auto& r) { r.mutable_fit()->set_scale_x("yards"); },
+       "fit.scale_x"},
       {"unknown base kernel", [](auto& r) { r.add_kernels("SQ"); }, "kernels[1]"},
       {"too deep kernel",
        [](auto& r) {
