@@ -14,3 +14,13 @@ echo
 echo "== Mauna Loa CO2 (521 monthly means): long-term trend vs trend + seasonality =="
 "$GPSEL" score --data data/mauna_loa_monthly.csv \
   --kernel 'C*SE' --kernel 'C*SE + C*SE*PER'
+
+echo
+echo "== Yearly sunspots (309 years): do the default priors reach the 11-year cycle? =="
+"$GPSEL" priors --kernel 'C*PER*SE' --data data/sunspots_yearly.csv
+echo
+echo "== ... x as given (the period prior sits near 1 year; warnings say so), then --scale-x auto =="
+"$GPSEL" score --data data/sunspots_yearly.csv --kernel 'C*SE' --kernel 'C*PER*SE' \
+  --metrics mll,map,bic,lap0
+"$GPSEL" score --data data/sunspots_yearly.csv --kernel 'C*SE' --kernel 'C*PER*SE' \
+  --metrics mll,map,bic,lap0 --scale-x auto
