@@ -112,6 +112,13 @@ void AddFitFlags(CLI::App& sub, FitFlags& flags) {
   sub.add_flag("--json", flags.json, "print JSON instead of a table");
 }
 
+absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags) {
+  if (flags.kernels.size() != 1) {
+    return absl::InvalidArgumentError("--kernel: give exactly one kernel");
+  }
+  return ParseKernel(flags.kernels[0]);
+}
+
 absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags) {
   return ParseXScaling(flags.scale_x, "--scale-x");
 }

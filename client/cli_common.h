@@ -65,6 +65,8 @@ void AddDataFlag(CLI::App& sub, FitFlags& flags);
 void AddFitFlags(CLI::App& sub, FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
 // Builds HyperparameterSettings from --prior/--fix; INVALID_ARGUMENT naming the bad entry.
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags);
+// The one --kernel of a command that takes exactly one; INVALID_ARGUMENT otherwise.
+absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags);
 // The x scaling of --scale-x; INVALID_ARGUMENT naming the flag.
 absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags);
 

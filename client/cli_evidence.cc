@@ -23,10 +23,7 @@ struct EvidenceFlags {
 int RunEvidence(const EvidenceFlags& flags) {
   absl::StatusOr<Dataset> data = LoadCsvFile(flags.fit.data_path);
   if (!data.ok()) return ReportError(data.status());
-  if (flags.fit.kernels.size() != 1) {
-    return ReportError(absl::InvalidArgumentError("--kernel: give exactly one kernel"));
-  }
-  absl::StatusOr<KernelExpr> kernel = ParseKernel(flags.fit.kernels[0]);
+  absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());
   absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
   if (!settings.ok()) return ReportError(settings.status());

@@ -18,10 +18,7 @@ struct PriorsFlags {
 };
 
 int RunPriors(const PriorsFlags& flags) {
-  if (flags.fit.kernels.size() != 1) {
-    return ReportError(absl::InvalidArgumentError("--kernel: give exactly one kernel"));
-  }
-  absl::StatusOr<KernelExpr> kernel = ParseKernel(flags.fit.kernels[0]);
+  absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());
   absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
   if (!settings.ok()) return ReportError(settings.status());

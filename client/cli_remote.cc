@@ -387,10 +387,7 @@ absl::StatusOr<PredictOutput> PredictInProcess(const Dataset& data, const Kernel
 int RunPredict(const PredictFlags& flags) {
   absl::StatusOr<Dataset> data = LoadCsvFile(flags.fit.data_path);
   if (!data.ok()) return ReportError(data.status());
-  if (flags.fit.kernels.size() != 1) {
-    return ReportError(absl::InvalidArgumentError("--kernel: give exactly one kernel"));
-  }
-  absl::StatusOr<KernelExpr> kernel = ParseKernel(flags.fit.kernels[0]);
+  absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());
   if (flags.at_path.empty() == flags.grid.empty()) {
     return ReportError(absl::InvalidArgumentError("give exactly one of --at FILE or --grid A:B:N"));

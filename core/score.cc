@@ -320,10 +320,11 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
             : absl::StrCat("set its prior with --prior ", name, "=MEAN,SD or fix it with --fix ",
                            name, "=VALUE");
     if (raw <= options.fit.raw_lower_bound + kOnBound) {
-      warnings->push_back(absl::StrFormat(
-          "%s fit: %s ends on its lower bound (%.3g): the data does not need this part, so the "
-          "kernel without it fits as well",
-          label, name, natural));
+      warnings->push_back(absl::StrCat(
+          absl::StrFormat("%s fit: %s ends on its lower bound (%.3g)", label, name, natural),
+          name == kNoiseName ? ", the floor: the kernel interpolates the data"
+                             : ": the data does not need this part, so the kernel without it "
+                               "fits as well"));
     } else if (raw >= options.fit.raw_upper_bound - kOnBound) {
       warnings->push_back(absl::StrFormat(
           "%s fit: %s ends on its upper bound (%.4g) and would grow further; %s", label, name,

@@ -101,6 +101,18 @@ TEST(LombScargleTest, RealSeriesHaveTheirKnownCycles) {
   const std::vector<PeriodogramPeak> season = LombScarglePeaks(co2.x.col(0), co2.y, 1);
   ASSERT_EQ(season.size(), 1u);
   EXPECT_NEAR(season[0].period, 1.0, 0.02);
+  // The weekly record (2,225 uneven weeks, gaps where a week was not measured): the same year.
+  const Dataset weekly = Load("co2_weekly.csv");
+  ASSERT_EQ(weekly.num_points(), 2225);
+  const std::vector<PeriodogramPeak> weekly_season =
+      LombScarglePeaks(weekly.x.col(0), weekly.y, 1);
+  ASSERT_EQ(weekly_season.size(), 1u);
+  EXPECT_NEAR(weekly_season[0].period, 1.0, 0.01);
+  // The Nile's flow has no cycle worth the name.
+  const Dataset nile = Load("nile.csv");
+  const std::vector<PeriodogramPeak> nile_peak = LombScarglePeaks(nile.x.col(0), nile.y, 1);
+  ASSERT_EQ(nile_peak.size(), 1u);
+  EXPECT_GT(nile_peak[0].false_alarm_probability, 0.01);
 }
 
 TEST(AutoXScaleTest, IsExactlyHomogeneousInTheUnitsOfX) {
