@@ -9,6 +9,9 @@
 #include <thread>
 #include <utility>
 
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/score.h"
 #include "core/search.h"
@@ -288,15 +291,23 @@ void ModelSelectionServiceImpl::StartDraining() {
 
 absl::Status ModelSelectionServiceImpl::Admit(grpc::CallbackServerContext* context) {
   if (!options_.auth_token.empty()) {
-    const std::string expected = "Bearer " + options_.auth_token;
+    const std::string& expected = options_.auth_token;
     bool authorized = false;
     auto range = context->client_metadata().equal_range("authorization");
     for (auto it = range.first; it != range.second; ++it) {
       const std::string given(it->second.data(), it->second.size());
+      // "<scheme> <token>": the scheme is case-insensitive (RFC 7235 §2.1), the token is not.
+      const size_t space = given.find(' ');
+      if (space == std::string::npos ||
+          absl::AsciiStrToLower(given.substr(0, space)) != "bearer") {
+        continue;
+      }
+      const size_t start = given.find_first_not_of(' ', space);
+      const std::string token = start == std::string::npos ? "" : given.substr(start);
       // Compare every byte whatever the mismatch position (no timing hint about the token).
-      if (given.size() == expected.size()) {
+      if (token.size() == expected.size()) {
         unsigned char diff = 0;
-        for (size_t i = 0; i < given.size(); ++i) diff |= given[i] ^ expected[i];
+        for (size_t i = 0; i < token.size(); ++i) diff |= token[i] ^ expected[i];
         authorized = authorized || diff == 0;
       }
     }
@@ -506,6 +517,20 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
     reactor->FinishWith(error);
     return reactor;
   }
+  if (!submitted->created) {
+    // The same key with a different request is a conflict, not a retry (AIP-155): say so
+    // instead of returning the other request's job as if it were this one's.
+    v1::SubmitEvidenceRequest earlier;
+    if (!earlier.ParseFromString(submitted->job.request) ||
+        !google::protobuf::util::MessageDifferencer::Equals(earlier, stored)) {
+      reactor->FinishWith(convert::WithErrorInfo(
+          absl::AlreadyExistsError(absl::StrCat(
+              "request_id: '", request->request_id(), "' was used for a different request (job ",
+              submitted->job.id, "); use a new request_id for a new request")),
+          "IDEMPOTENCY_KEY_REUSED"));
+      return reactor;
+    }
+  }
   JobToProto(submitted->job, response->mutable_job());
   response->set_created(submitted->created);
   if (submitted->created && runner_ != nullptr) runner_->Wake();
@@ -577,6 +602,11 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
   }
   if (request->page_size() < 0) {
     reactor->FinishWith(convert::InvalidField("page_size", "must not be negative"));
+    return reactor;
+  }
+  if (!v1::JobState_IsValid(request->state())) {
+    reactor->FinishWith(convert::InvalidField(
+        "state", absl::StrCat("unknown job state ", request->state())));
     return reactor;
   }
   ListJobsRequest list;

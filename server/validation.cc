@@ -343,6 +343,10 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
     }
   }
   if (data) CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(), "fit", v);
+  if (!v1::FitObjective_IsValid(request.objective())) {
+    v.Add("objective", absl::StrCat("unknown objective ", request.objective(),
+                                    " (1 = maximum likelihood, 2 = maximum a posteriori)"));
+  }
   if (!v.empty()) return v.ToStatus();
 
   ValidPredict out;

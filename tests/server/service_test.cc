@@ -335,6 +335,12 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->created());
   EXPECT_EQ(again->job().name(), name);
+  // The same key with a different request is a conflict, reported as such (AIP-155).
+  v1::SubmitEvidenceRequest different = request;
+  different.mutable_options()->set_seed(2);
+  absl::StatusOr<v1::SubmitEvidenceResponse> conflict = client->SubmitEvidence(different);
+  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(conflict.status().message()), ::testing::HasSubstr("lifecycle-1"));
 
   std::vector<v1::JobState> seen;
   absl::StatusOr<v1::Job> done = client->WaitJob(
@@ -370,6 +376,20 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   v1::ListJobsRequest bad_token;
   bad_token.set_page_token("garbage");
   EXPECT_EQ(client->ListJobs(bad_token).status().code(), absl::StatusCode::kInvalidArgument);
+  // Enum values the proto does not define are refused, not read as "all" or a default.
+  v1::ListJobsRequest bad_state;
+  bad_state.set_state(static_cast<v1::JobState>(42));
+  absl::StatusOr<v1::ListJobsResponse> refused = client->ListJobs(bad_state);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("state"));
+  v1::PredictRequest bad_objective;
+  convert::ToProto(data, bad_objective.mutable_dataset());
+  bad_objective.set_kernel("SE");
+  convert::ToProto(Eigen::MatrixXd::Zero(1, 1), bad_objective.mutable_x_new());
+  bad_objective.set_objective(static_cast<v1::FitObjective>(99));
+  absl::StatusOr<v1::PredictResponse> predicted = client->Predict(bad_objective);
+  EXPECT_EQ(predicted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(predicted.status().message()), ::testing::HasSubstr("objective"));
 }
 
 TEST_F(ServiceTest, RunningJobIsCancelled) {
@@ -491,6 +511,23 @@ TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
             absl::StatusCode::kUnauthenticated);
   std::unique_ptr<Client> authorized = Connect((*server)->port(), absl::Seconds(30), "s3cret");
   EXPECT_TRUE(authorized->Score(data, {*ParseKernel("SE")}, score).ok());
+  // The scheme is case-insensitive (RFC 7235), the token is not.
+  auto get_job_with = [&](const std::string& authorization) {
+    auto stub = v1::ModelSelectionService::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", authorization);
+    v1::GetJobRequest request;
+    request.set_name("jobs/01NOSUCHJOB0000000000000000");
+    v1::GetJobResponse response;
+    return stub->GetJob(&context, request, &response).error_code();
+  };
+  EXPECT_EQ(get_job_with("Bearer s3cret"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_job_with("bearer s3cret"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_job_with("BEARER  s3cret"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_job_with("Bearer S3CRET"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_job_with("Basic s3cret"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_job_with("Bearers3cret"), grpc::StatusCode::UNAUTHENTICATED);
   server->reset();
   std::filesystem::remove_all(dir);
 }
