@@ -75,18 +75,59 @@ std::optional<JobState> FromProto(v1::JobState state) {
   }
 }
 
+std::string ValidUtf8(std::string_view text) {
+  // RFC 3629: 1–4 byte sequences, no overlong forms, no surrogates, nothing above U+10FFFF.
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char lead = static_cast<unsigned char>(text[i]);
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;   // overlong
+      if (lead == 0xED) high = 0x9F;  // surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;   // overlong
+      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+    }
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) {
+      const unsigned char c = static_cast<unsigned char>(text[i + k]);
+      valid = k == 1 ? (c >= low && c <= high) : (c >= 0x80 && c <= 0xBF);
+    }
+    if (valid) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out.append(kReplacement);
+      ++i;
+    }
+  }
+  return out;
+}
+
 void JobToProto(const Job& job, v1::Job* proto) {
+  // Text from the store goes out as proto `string` fields, which must be UTF-8: a damaged store
+  // page must not make the whole response undecodable for clients.
   proto->Clear();
   proto->set_name(JobName(job.id));
-  proto->set_kind(job.kind);
+  proto->set_kind(ValidUtf8(job.kind));
   proto->set_state(ToProto(job.state));
   v1::Progress* progress = proto->mutable_progress();
   progress->set_fraction(job.progress);
-  progress->set_message(job.progress_message);
-  if (job.state == JobState::kRunning) progress->set_stage(job.kind);
+  progress->set_message(ValidUtf8(job.progress_message));
+  if (job.state == JobState::kRunning) progress->set_stage(ValidUtf8(job.kind));
   if (job.state == JobState::kFailed || job.state == JobState::kCancelled) {
     proto->mutable_error()->set_code(job.error_code);
-    proto->mutable_error()->set_message(job.error_message);
+    proto->mutable_error()->set_message(ValidUtf8(job.error_message));
   }
   if (job.state == JobState::kSucceeded && job.kind == kEvidenceJobKind) {
     proto->mutable_evidence_result()->ParseFromString(job.result);
@@ -96,7 +137,7 @@ void JobToProto(const Job& job, v1::Job* proto) {
   if (job.finished != absl::InfinitePast()) SetTime(job.finished, proto->mutable_finish_time());
   proto->set_attempts(job.attempts);
   proto->set_cancel_requested(job.cancel_requested);
-  proto->set_request_id(job.idempotency_key);
+  proto->set_request_id(ValidUtf8(job.idempotency_key));
   if (job.kind == kEvidenceJobKind) {
     // Only the kernel is needed; the stored request was canonicalised at submission.
     v1::SubmitEvidenceRequest request;

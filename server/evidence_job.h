@@ -34,6 +34,9 @@ v1::JobState ToProto(JobState state);
 std::optional<JobState> FromProto(v1::JobState state);
 
 // The store's job as the API resource (the result payload decoded for evidence jobs).
+// `text` with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD.
+std::string ValidUtf8(std::string_view text);
+// The job as the API shows it; text from the store is made valid UTF-8 (ValidUtf8).
 void JobToProto(const Job& job, v1::Job* proto);
 
 }  // namespace gpsel

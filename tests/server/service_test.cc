@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/convert.h"
+#include "server/evidence_job.h"
 #include "tests/server/server_test_util.h"
 
 namespace gpsel::testing {
@@ -488,6 +489,29 @@ TEST(ServiceOverloadTest, FullQueueIsResourceExhausted) {
   EXPECT_THAT(metrics, HasSubstr("grpc_code=\"ResourceExhausted\""));
   server->reset();
   std::filesystem::remove_all(dir);
+}
+
+// Text read back from a damaged store goes out as valid UTF-8: protobuf's own parser, which
+// refuses invalid UTF-8 in proto3 string fields, reads the job back.
+TEST(JobToProtoTest, InvalidUtf8FromTheStoreIsReplaced) {
+  Job job;
+  job.id = "01JOB";
+  job.kind = std::string(kEvidenceJobKind);
+  job.state = JobState::kFailed;
+  job.error_code = 13;
+  job.error_message = std::string("broken \xff\xfe page \xC0\xAF overlong \xED\xA0\x80 surrogate");
+  job.progress_message = std::string("half \xE2\x82", 7);  // a cut 3-byte sequence
+  job.idempotency_key = "key-\xF5";
+  v1::Job proto;
+  JobToProto(job, &proto);
+  v1::Job parsed;
+  ASSERT_TRUE(parsed.ParseFromString(proto.SerializeAsString()));
+  EXPECT_EQ(parsed.error().message(),
+            "broken \uFFFD\uFFFD page \uFFFD\uFFFD overlong \uFFFD\uFFFD\uFFFD surrogate");
+  EXPECT_EQ(parsed.progress().message(), "half \uFFFD\uFFFD");
+  EXPECT_EQ(parsed.request_id(), "key-\uFFFD");
+  // Valid text, multi-byte included, is kept byte for byte.
+  EXPECT_EQ(ValidUtf8("CO₂ at 𝑥 = 1 °C"), "CO₂ at 𝑥 = 1 °C");
 }
 
 TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
