@@ -29,7 +29,8 @@
 // All methods are thread-safe and never throw; errors are absl::Status:
 //   INVALID_ARGUMENT    bad argument (empty kind, non-positive lease, bad page token, ...)
 //   NOT_FOUND           unknown job id
-//   RESOURCE_EXHAUSTED  Submit with the queue full
+//   RESOURCE_EXHAUSTED  Submit with the queue full; or the database's disk is full, which
+//                       IsStoreFull tells apart (SQLITE_FULL, PostgreSQL's 53100 disk_full)
 //   ABORTED             fencing failure: the caller no longer holds the job's lease
 //   UNAVAILABLE         database busy / unreachable (retryable)
 //   UNKNOWN             PostgreSQL connection lost during COMMIT: the change may or may not
@@ -62,6 +63,11 @@ std::string_view JobStateName(JobState state);
 std::optional<JobState> ParseJobState(std::string_view name);
 // SUCCEEDED, FAILED and CANCELLED are terminal: nothing changes a terminal job any more.
 bool IsTerminal(JobState state);
+
+// RESOURCE_EXHAUSTED marked as "the store's disk is full" (not a full queue: an operator must
+// free space), and the test for it.
+absl::Status StoreFullError(std::string_view message);
+bool IsStoreFull(const absl::Status& status);
 
 struct Job {
   std::string id;    // ULID: 26 Crockford base-32 characters, roughly sortable by creation time

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -41,6 +42,21 @@ std::optional<JobState> ParseJobState(std::string_view name) {
 bool IsTerminal(JobState state) {
   return state == JobState::kSucceeded || state == JobState::kFailed ||
          state == JobState::kCancelled;
+}
+
+namespace {
+// Payload key of StoreFullError; its value is irrelevant.
+constexpr char kStoreFullPayload[] = "gpsel.jobstore/store-full";
+}  // namespace
+
+absl::Status StoreFullError(std::string_view message) {
+  absl::Status status = absl::ResourceExhaustedError(job_store_internal::AsAbsl(message));
+  status.SetPayload(kStoreFullPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsStoreFull(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) && status.GetPayload(kStoreFullPayload).has_value();
 }
 
 absl::Status JobStoreOptions::Validate() const {

@@ -576,9 +576,10 @@ class PostgresJobStore final : public JobStore {
       status = absl::UnknownError(
           absl::StrCat("postgres: ", jsi::AsAbsl(what), ": commit outcome unknown: ", e.what()));
     } catch (const pqxx::sql_error& e) {
-      status = absl::Status(CodeForSqlState(e.sqlstate()),
-                            absl::StrCat("postgres: ", jsi::AsAbsl(what), ": ", e.what(),
-                                         " (SQLSTATE ", e.sqlstate(), ")"));
+      const std::string message = absl::StrCat("postgres: ", jsi::AsAbsl(what), ": ", e.what(),
+                                               " (SQLSTATE ", e.sqlstate(), ")");
+      status = e.sqlstate() == "53100" ? StoreFullError(message)  // disk_full
+                                       : absl::Status(CodeForSqlState(e.sqlstate()), message);
     } catch (const std::exception& e) {
       status = absl::InternalError(absl::StrCat("postgres: ", jsi::AsAbsl(what), ": ", e.what()));
     } catch (...) {

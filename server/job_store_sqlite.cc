@@ -147,6 +147,7 @@ absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
     case SQLITE_LOCKED:
       return absl::UnavailableError(message);  // another writer held the lock too long: retry
     case SQLITE_FULL:
+      return StoreFullError(message);
     case SQLITE_NOMEM:
       return absl::ResourceExhaustedError(message);
     case SQLITE_CORRUPT:

@@ -144,7 +144,7 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
                      .Register(*registry_)),
       rejections_(prometheus::BuildCounter()
                       .Name("gpsel_rpc_rejected_total")
-                      .Help("Requests refused before any work, by reason (queue_full, job_queue_full, draining, unauthenticated).")
+                      .Help("Requests refused before any work, by reason (queue_full, job_queue_full, store_full, draining, unauthenticated).")
                       .Register(*registry_)),
       pool_size_(prometheus::BuildGauge()
                      .Name("gpsel_worker_pool_threads")
@@ -185,7 +185,8 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
       .Set(1);
   // Zero-valued series from the start, so dashboards and rate() see them before the first event.
   jobs_running_.Add({{"kind", "evidence"}});
-  for (const char* reason : {"queue_full", "job_queue_full", "draining", "unauthenticated"}) {
+  for (const char* reason :
+       {"queue_full", "job_queue_full", "store_full", "draining", "unauthenticated"}) {
     rejections_.Add({{"reason", reason}});
   }
 }

@@ -510,7 +510,12 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
       kEvidenceJobKind, stored.SerializeAsString(), request->request_id(), options_.max_queued_jobs);
   if (!submitted.ok()) {
     absl::Status error = submitted.status();
-    if (absl::IsResourceExhausted(error)) {
+    if (IsStoreFull(error)) {
+      // Not a full queue: nothing was written, and retrying will not help until an operator
+      // frees space.
+      if (metrics_) metrics_->RecordRejection("store_full");
+      error = convert::WithErrorInfo(error, "STORE_FULL");
+    } else if (absl::IsResourceExhausted(error)) {
       if (metrics_) metrics_->RecordRejection("job_queue_full");
       error = convert::WithErrorInfo(error, "JOB_QUEUE_FULL");
     }

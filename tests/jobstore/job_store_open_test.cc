@@ -1,6 +1,7 @@
 // OpenJobStore URL handling, options validation, state names, job ids, and backend-specific
 // properties of the stored databases (SQLite WAL mode and schema version; newer schemas refused).
 #include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,6 +299,65 @@ TEST(RedactStoreUrlTest, HidesPostgresPasswordsOnly) {
             "postgresql://gpsel@127.0.0.1:5432/jobs");
   EXPECT_EQ(RedactStoreUrl("postgresql:///jobs?host=/run/pg"), "postgresql:///jobs?host=/run/pg");
   EXPECT_EQ(RedactStoreUrl("sqlite:/var/lib/gpsel/jobs.db"), "sqlite:/var/lib/gpsel/jobs.db");
+}
+
+}  // namespace
+}  // namespace gpsel
+
+namespace gpsel {
+namespace {
+
+// A filesystem of `bytes` mounted for the test's lifetime (tmpfs; needs root, as CI has).
+class SmallFilesystem {
+ public:
+  SmallFilesystem(const std::string& dir, size_t bytes) : dir_(dir) {
+    mounted_ = mount("tmpfs", dir.c_str(), "tmpfs", 0,
+                     absl::StrCat("size=", bytes).c_str()) == 0;
+  }
+  ~SmallFilesystem() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+// A full disk under SQLite is STORE_FULL (IsStoreFull), not a full queue, and leaves every job
+// written before it intact and readable.
+TEST(SqliteStoreTest, FullDiskIsStoreFullAndLosesNothing) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  SmallFilesystem disk(dir.path(), 192 * 1024);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (not root?)";
+  absl::StatusOr<std::unique_ptr<JobStore>> store =
+      OpenJobStore(absl::StrCat("sqlite:", dir.path(), "/jobs.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::string request(16 * 1024, 'r');
+  int accepted = 0;
+  absl::Status failure;
+  for (int i = 0; i < 100 && failure.ok(); ++i) {
+    absl::StatusOr<SubmitResult> submitted =
+        (*store)->Submit("evidence", request, absl::StrCat("key-", i), /*max_queued=*/0);
+    if (submitted.ok()) {
+      ++accepted;
+    } else {
+      failure = submitted.status();
+    }
+  }
+  ASSERT_FALSE(failure.ok()) << "192 KiB never filled up";
+  EXPECT_TRUE(IsStoreFull(failure)) << failure;
+  EXPECT_EQ(failure.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_GT(accepted, 0);
+  // A full queue is not a full store.
+  EXPECT_FALSE(IsStoreFull(absl::ResourceExhaustedError("job queue full")));
+  ListJobsRequest list;
+  list.page_size = 1000;
+  absl::StatusOr<ListJobsResponse> page = (*store)->ListJobs(list);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(static_cast<int>(page->jobs.size()), accepted);
+  for (const Job& job : page->jobs) EXPECT_EQ(job.request, request);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // End-to-end tests of gpsel-server's RPCs through the C++ client library: a real server on
 // loopback with a real SQLite job store. Same request and seed ⇒ the same numbers as in-process.
+#include <sys/mount.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -512,6 +514,40 @@ TEST(JobToProtoTest, InvalidUtf8FromTheStoreIsReplaced) {
   EXPECT_EQ(parsed.request_id(), "key-\uFFFD");
   // Valid text, multi-byte included, is kept byte for byte.
   EXPECT_EQ(ValidUtf8("CO₂ at 𝑥 = 1 °C"), "CO₂ at 𝑥 = 1 °C");
+}
+
+// A job store whose disk is full answers RESOURCE_EXHAUSTED with its own reason and metric label,
+// not the full queue's (the store sits on a small tmpfs; needs root, as CI has).
+TEST(ServiceStoreTest, FullDiskIsStoreFullNotQueueFull) {
+  const std::filesystem::path dir = MakeTempDir("gpsel-store-full-test");
+  if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=262144") != 0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "cannot mount a tmpfs here (not root?)";
+  }
+  {
+    ServerOptions options = TestServerOptions(dir);
+    options.jobs.workers = 0;  // the jobs stay queued
+    options.service.max_queued_jobs = 100000;
+    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::unique_ptr<Client> client = Connect((*server)->port());
+    v1::SubmitEvidenceRequest request;
+    convert::ToProto(MaunaLoa(500), request.mutable_dataset());
+    request.set_kernel("SE");
+    absl::Status failure;
+    for (int i = 0; i < 200 && failure.ok(); ++i) {
+      request.set_request_id(absl::StrCat("fill-", i));
+      failure = client->SubmitEvidence(request).status();
+    }
+    EXPECT_EQ(failure.code(), absl::StatusCode::kResourceExhausted) << failure;
+    EXPECT_EQ(convert::ErrorReason(failure), "STORE_FULL");
+    const std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
+    EXPECT_THAT(metrics, HasSubstr("gpsel_rpc_rejected_total{reason=\"store_full\"} 1"));
+    EXPECT_THAT(metrics, HasSubstr("gpsel_rpc_rejected_total{reason=\"job_queue_full\"} 0"));
+    server->reset();
+  }
+  umount2(dir.c_str(), MNT_DETACH);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
