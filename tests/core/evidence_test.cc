@@ -227,6 +227,31 @@ TEST(EvidenceTest, PaperExampleStaticAndDynamic) {
   }
 }
 
+// --scale-x: the paper's x given in tenths and divided by 10 again before modelling is the
+// paper's model, so its evidence is the paper's exact −8.032; unscaled it is another model.
+TEST(EvidenceTest, ScaledXIsTheModelOfTheScaledData) {
+  const Dataset paper = PaperData();
+  Dataset tenths = paper;
+  tenths.x *= 10.0;
+  const double exact = ConvergedOracle(MakeModel(paper, Kernel("SE"), false));
+  EvidenceOptions options;
+  options.standardize = false;
+  options.sampling.seed = 1;
+  options.scale_x.mode = XScaling::Mode::kFactor;
+  options.scale_x.factor = 10.0;
+  absl::StatusOr<EvidenceResult> scaled = ComputeEvidence(tenths, Kernel("SE"), options);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  ExpectMatchesOracle(*scaled, exact);
+  options.scale_x = XScaling{};
+  absl::StatusOr<EvidenceResult> unscaled = ComputeEvidence(tenths, Kernel("SE"), options);
+  ASSERT_TRUE(unscaled.ok());
+  EXPECT_GT(std::abs(unscaled->sampling.log_evidence - exact), 0.2);
+  options.scale_x.mode = XScaling::Mode::kFactor;
+  options.scale_x.factor = -1.0;
+  EXPECT_EQ(ComputeEvidence(tenths, Kernel("SE"), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(EvidenceTest, LinAndMat32OnPaperData) {
   const Dataset data = PaperData();
   for (const char* text : {"LIN", "MAT32"}) {
