@@ -23,8 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "client/client.h"
 #include "core/score.h"
-#include "server/convert.h"
-#include "server/server.h"
+#include "bridge/convert.h"
+#include "service/server.h"
 #include "core/linalg.h"
 
 namespace {
@@ -162,9 +162,9 @@ int main(int argc, char** argv) {
   const int capacity = pool + 2 * pool;  // running + default queue (2 × workers)
 
   gpsel::v1::ScoreRequest request;
-  gpsel::convert::ToProto(data, request.mutable_dataset());
+  gpsel::bridge::ToProto(data, request.mutable_dataset());
   request.add_kernels("SE");
-  gpsel::convert::ScoreOptionsToProto(options, &request);
+  gpsel::bridge::ScoreOptionsToProto(options, &request);
 
   std::cout << absl::StrFormat(
       "workload: n = 50, kernel SE, 8 metrics, %d restarts; server: %d workers, queue %d "

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/convert.h"
+#include "bridge/convert.h"
 
 namespace gpsel {
 namespace {
@@ -121,7 +121,7 @@ absl::Status Client::CallWithRetries(
     const grpc::Status status = call(&context);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options_.max_attempts ||
         absl::Now() + backoff >= deadline) {
-      return convert::FromGrpcStatus(status);
+      return bridge::FromGrpcStatus(status);
     }
     // Full jitter keeps many clients from retrying in lockstep after a restart.
     static thread_local std::mt19937_64 jitter(std::random_device{}());
@@ -169,7 +169,7 @@ absl::StatusOr<v1::SearchResult> Client::Search(
     // A stream is retried only when nothing arrived: a restarted search starts from scratch.
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || received ||
         attempt >= options_.max_attempts || absl::Now() + backoff >= deadline) {
-      return convert::FromGrpcStatus(status);
+      return bridge::FromGrpcStatus(status);
     }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, options_.max_backoff);
@@ -256,7 +256,7 @@ absl::StatusOr<v1::Job> Client::WaitJob(const std::string& name,
     if (last && IsTerminal(last->state())) return *std::move(last);
     // The server went away (restart, drain) or ended the stream early: reconnect and go on.
     const bool retryable = status.ok() || status.error_code() == grpc::StatusCode::UNAVAILABLE;
-    if (!retryable) return convert::FromGrpcStatus(status);
+    if (!retryable) return bridge::FromGrpcStatus(status);
     if (++consecutive_failures > 60 || absl::Now() + backoff >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("gave up waiting for ", name, ": ",
                                                       status.error_message()));
@@ -282,14 +282,14 @@ absl::StatusOr<std::vector<KernelScore>> Client::Score(const Dataset& data,
                                                        const std::vector<KernelExpr>& kernels,
                                                        const ScoreOptions& options) {
   v1::ScoreRequest request;
-  convert::ToProto(data, request.mutable_dataset());
+  bridge::ToProto(data, request.mutable_dataset());
   for (const KernelExpr& kernel : kernels) request.add_kernels(ToString(kernel));
-  convert::ScoreOptionsToProto(options, &request);
+  bridge::ScoreOptionsToProto(options, &request);
   absl::StatusOr<v1::ScoreResponse> response = Score(request);
   if (!response.ok()) return response.status();
   std::vector<KernelScore> scores;
   for (const v1::KernelScore& score : response->scores()) {
-    scores.push_back(convert::FromProto(score));
+    scores.push_back(bridge::FromProto(score));
   }
   return scores;
 }
@@ -297,22 +297,31 @@ absl::StatusOr<std::vector<KernelScore>> Client::Score(const Dataset& data,
 absl::StatusOr<SearchResult> Client::Search(const Dataset& data, const SearchOptions& options,
                                             const ProgressCallback& progress) {
   v1::SearchRequest request;
-  convert::ToProto(data, request.mutable_dataset());
-  convert::SearchOptionsToProto(options, &request);
+  bridge::ToProto(data, request.mutable_dataset());
+  bridge::SearchOptionsToProto(options, &request);
   absl::StatusOr<v1::SearchResult> result =
       Search(request, [&progress](const v1::Progress& p) {
         if (progress) (void)progress(Progress{p.stage(), p.fraction(), p.message()});
       });
   if (!result.ok()) return result.status();
-  return convert::FromProto(*result);
+  return bridge::FromProto(*result);
+}
+
+absl::StatusOr<PredictResult> Client::Predict(const Dataset& data, const KernelExpr& kernel,
+                                              const Eigen::MatrixXd& x_new,
+                                              const PredictOptions& options) {
+  absl::StatusOr<v1::PredictResponse> response =
+      Predict(bridge::PredictRequestOf(data, kernel, x_new, options));
+  if (!response.ok()) return response.status();
+  return bridge::FromProto(*response);
 }
 
 absl::StatusOr<std::string> Client::SubmitEvidence(const Dataset& data, const KernelExpr& kernel,
                                                    const EvidenceOptions& options) {
   v1::SubmitEvidenceRequest request;
-  convert::ToProto(data, request.mutable_dataset());
+  bridge::ToProto(data, request.mutable_dataset());
   request.set_kernel(ToString(kernel));
-  convert::ToProto(options, request.mutable_options());
+  bridge::ToProto(options, request.mutable_options());
   absl::StatusOr<v1::SubmitEvidenceResponse> response = SubmitEvidence(std::move(request));
   if (!response.ok()) return response.status();
   return response->job().name();
@@ -337,7 +346,7 @@ absl::StatusOr<EvidenceResult> Client::Evidence(const Dataset& data, const Kerne
   if (!job.ok()) return job.status();
   if (!stop.ok()) return stop;
   if (absl::Status outcome = JobOutcome(*job); !outcome.ok()) return outcome;
-  return convert::FromProto(job->evidence_result());
+  return bridge::FromProto(job->evidence_result());
 }
 
 }  // namespace gpsel

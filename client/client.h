@@ -3,7 +3,7 @@
 // Every call has a deadline (ClientOptions::timeout), unary calls are retried with exponential
 // backoff on UNAVAILABLE (server restarting or draining; SubmitEvidence is safe to retry because
 // it carries an idempotency key), and errors come back as absl::Status with the server's
-// google.rpc details as payloads (see server/convert.h: FieldViolations, ErrorReason). Results
+// google.rpc details as payloads (see bridge/convert.h: FieldViolations, ErrorReason). Results
 // are offered both as protobuf messages and as core types, so a remote result prints with the
 // same code as an in-process one.
 //
@@ -27,6 +27,7 @@
 #include "core/dataset.h"
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
+#include "core/predict.h"
 #include "core/progress.h"
 #include "core/score.h"
 #include "core/search.h"
@@ -86,6 +87,10 @@ class Client {
                                                  const ScoreOptions& options);
   absl::StatusOr<SearchResult> Search(const Dataset& data, const SearchOptions& options,
                                       const ProgressCallback& progress = nullptr);
+  // FitAndPredict on the server (same options and result as core/predict.h).
+  absl::StatusOr<PredictResult> Predict(const Dataset& data, const KernelExpr& kernel,
+                                        const Eigen::MatrixXd& x_new,
+                                        const PredictOptions& options);
   // Submits and returns the job name ("jobs/{id}").
   absl::StatusOr<std::string> SubmitEvidence(const Dataset& data, const KernelExpr& kernel,
                                              const EvidenceOptions& options);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/gp_model.h"
+#include "core/prepared_model.h"
 
 namespace gpsel {
 
@@ -24,19 +25,11 @@ std::string EvidenceResult::Summary() const {
 absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const KernelExpr& kernel,
                                                const EvidenceOptions& options,
                                                const ProgressCallback& progress) {
-  if (absl::Status s = ValidateDataset(data); !s.ok()) return s;
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  absl::StatusOr<Standardization> standardization =
-      ComputeStandardization(data.y, options.standardize);
-  if (!standardization.ok()) return standardization.status();
-  absl::StatusOr<ScaledInputs> inputs =
-      ScaleInputs(data, options.scale_x, options.hyperparameters);
-  if (!inputs.ok()) return inputs.status();
-  absl::StatusOr<GpModel> model = GpModel::Create(
-      kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
-  if (!model.ok()) return model.status();
-
-  const GpModel& gp = *model;
+  absl::StatusOr<PreparedModel> prepared = PrepareModel(
+      data, kernel, options.standardize, options.scale_x, options.hyperparameters);
+  if (!prepared.ok()) return prepared.status();
+  const GpModel& gp = prepared->model;
   const LogLikelihoodFn log_likelihood = [&gp](const Eigen::VectorXd& raw) {
     absl::StatusOr<double> value = gp.LogLikelihood(raw);
     return value.ok() ? *value : -std::numeric_limits<double>::infinity();
@@ -49,8 +42,8 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
   result.kernel = ToString(kernel);
   result.num_points = data.num_points();
   result.num_hyperparameters = gp.num_free();
-  result.standardized = standardization->applied;
-  result.standardization = *standardization;
+  result.standardized = prepared->standardization.applied;
+  result.standardization = prepared->standardization;
   result.parameter_names = gp.free_names();
   result.sampling = *std::move(sampling);
   return result;

@@ -1,5 +1,5 @@
 // The paper's metrics (MLL, MAP, AIC, BIC, Lap, Lap0, LapAIC, LapBIC, LapBIC½) for one kernel,
-// Laplace diagnostics, and the posterior predictive of a fitted model.
+// and Laplace diagnostics.
 #include "core/score.h"
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "core/data_heuristics.h"
 #include "core/data_starts.h"
 #include "core/gp_model.h"
+#include "core/prepared_model.h"
 #include "core/linalg.h"
 #include "core/nested_embedding.h"
 
@@ -354,18 +355,13 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
                                             const KernelScore* earlier,
                                             const ProgressCallback& progress) {
   const auto started = std::chrono::steady_clock::now();
-  if (absl::Status s = ValidateDataset(data); !s.ok()) return s;
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  absl::StatusOr<Standardization> standardization =
-      ComputeStandardization(data.y, options.standardize);
-  if (!standardization.ok()) return standardization.status();
-  absl::StatusOr<ScaledInputs> inputs =
-      ScaleInputs(data, options.scale_x, options.hyperparameters);
-  if (!inputs.ok()) return inputs.status();
-  const double x_factor = inputs->factor;
-  absl::StatusOr<GpModel> model = GpModel::Create(
-      kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
-  if (!model.ok()) return model.status();
+  absl::StatusOr<PreparedModel> prepared = PrepareModel(
+      data, kernel, options.standardize, options.scale_x, options.hyperparameters);
+  if (!prepared.ok()) return prepared.status();
+  const double x_factor = prepared->x_factor;
+  const Standardization* standardization = &prepared->standardization;
+  GpModel* model = &prepared->model;
 
   const std::vector<Metric>& metrics = options.metrics.empty() ? PaperMetrics() : options.metrics;
   bool need_mll = false, need_map = !options.laplace_r.empty();
@@ -379,7 +375,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   score.standardization = *standardization;
   score.parameter_names = model->free_names();
   score.x_scale = x_factor;
-  score.x_scale_reason = inputs->reason;
+  score.x_scale_reason = prepared->x_scale_reason;
   const double n = data.num_points();
   const double u = model->num_free();
   if (earlier != nullptr) {
@@ -654,50 +650,6 @@ std::string KernelScore::Summary() const {
   for (const std::string& warning : warnings) absl::StrAppend(&out, "  warning: ", warning, "\n");
   absl::StrAppendFormat(&out, "  time %.3f s\n", seconds);
   return out;
-}
-
-absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
-                                   const std::map<std::string, double>& natural_values,
-                                   const Standardization& standardization,
-                                   const Eigen::MatrixXd& x_new) {
-  if (absl::Status s = ValidateDataset(data); !s.ok()) return s;
-  if (x_new.cols() != data.x.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("x_new: has ", x_new.cols(),
-                                                   " columns, the training inputs have ",
-                                                   data.x.cols()));
-  }
-  if (!x_new.allFinite()) return absl::InvalidArgumentError("x_new: values must be finite");
-  // Every parameter fixed at its given value: the model then has no free parameters.
-  HyperparameterSettings settings;
-  settings.fixed_values = natural_values;
-  absl::StatusOr<GpModel> model =
-      GpModel::Create(kernel, data.x, ApplyStandardization(standardization, data.y), settings);
-  if (!model.ok()) return model.status();
-  if (model->num_free() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hyperparameters: values for all of the kernel's parameters and 'noise' are needed (",
-        model->num_free(), " missing)"));
-  }
-  const Eigen::VectorXd none(0);
-  const double noise = model->NoiseVariance(none);
-  Eigen::MatrixXd k = model->CrossCovariance(none, data.x, data.x);
-  k.diagonal().array() += noise;
-  SpdFactorization cholesky;
-  if (absl::Status s = cholesky.Compute(std::move(k)); !s.ok()) return s;
-  const Eigen::MatrixXd k_star = model->CrossCovariance(none, data.x, x_new);  // n × m
-  const Eigen::VectorXd alpha = cholesky.Solve(model->y());
-  const Eigen::MatrixXd solved = cholesky.Solve(k_star);
-  Prediction p;
-  const double scale = standardization.applied ? standardization.scale : 1.0;
-  const double shift = standardization.applied ? standardization.mean : 0.0;
-  p.mean = (k_star.transpose() * alpha).array() * scale + shift;
-  p.variance.resize(x_new.rows());
-  for (Eigen::Index j = 0; j < x_new.rows(); ++j) {
-    const double prior_var = model->CrossCovariance(none, x_new.row(j), x_new.row(j))(0, 0);
-    p.variance(j) = std::max(0.0, prior_var - k_star.col(j).dot(solved.col(j))) * scale * scale;
-  }
-  p.noise_variance = Eigen::VectorXd::Constant(x_new.rows(), noise * scale * scale);
-  return p;
 }
 
 }  // namespace gpsel

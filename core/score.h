@@ -200,17 +200,6 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
 // scaled model's raw space: what nested embeddings start from.
 std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit);
 
-// Posterior predictive of a fitted model at new inputs (on the original y scale).
-struct Prediction {
-  Eigen::VectorXd mean;
-  Eigen::VectorXd variance;        // of the latent f (noise excluded)
-  Eigen::VectorXd noise_variance;  // σ² on the original scale, per point (constant)
-};
-absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
-                                   const std::map<std::string, double>& natural_values,
-                                   const Standardization& standardization,
-                                   const Eigen::MatrixXd& x_new);
-
 }  // namespace gpsel
 
 #endif  // GPSEL_CORE_SCORE_H_

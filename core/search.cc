@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/evidence.h"
 #include "core/gp_model.h"
 #include "core/nested_embedding.h"
 #include "core/thread_pool.h"
@@ -368,27 +369,16 @@ CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
   return [score_options, sampling](const Dataset& data, const KernelExpr& kernel,
                                    const CandidateRequest& request)
              -> absl::StatusOr<CandidateScore> {
-    if (absl::Status s = ValidateDataset(data); !s.ok()) return s;
-    absl::StatusOr<Standardization> standardization =
-        ComputeStandardization(data.y, score_options.standardize);
-    if (!standardization.ok()) return standardization.status();
-    absl::StatusOr<ScaledInputs> inputs = ScaleInputs(
-        data, score_options.scale_x, SettingsForKernel(kernel, score_options.hyperparameters));
-    if (!inputs.ok()) return inputs.status();
-    absl::StatusOr<GpModel> model = GpModel::Create(
-        kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
-    if (!model.ok()) return model.status();
-    // Points where the covariance is not positive definite have zero likelihood.
-    const LogLikelihoodFn log_likelihood = [&model](const Eigen::VectorXd& raw) {
-      absl::StatusOr<double> value = model->LogLikelihood(raw);
-      return value.ok() ? *value : -std::numeric_limits<double>::infinity();
-    };
-    NestedSamplingOptions options = sampling;
-    options.seed = request.seed;
-    absl::StatusOr<NestedSamplingResult> evidence =
-        RunNestedSampling(log_likelihood, model->prior_mean(), model->prior_sd(), options,
-                          request.cancellation);
-    if (!evidence.ok()) return evidence.status();
+    EvidenceOptions options;
+    options.sampling = sampling;
+    options.sampling.seed = request.seed;
+    options.standardize = score_options.standardize;
+    options.hyperparameters = SettingsForKernel(kernel, score_options.hyperparameters);
+    options.scale_x = score_options.scale_x;
+    absl::StatusOr<EvidenceResult> result =
+        ComputeEvidence(data, kernel, options, request.cancellation);
+    if (!result.ok()) return result.status();
+    const NestedSamplingResult* evidence = &result->sampling;
     // A run cut short by a cap is not an estimate of log Z; comparing it would mislead.
     if (evidence->partial) {
       return absl::DeadlineExceededError(
@@ -399,12 +389,12 @@ CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
     score.value = evidence->log_evidence;
     score.uncertainty = evidence->log_evidence_error;
     KernelScore& details = score.details;
-    details.kernel = ToString(kernel);
-    details.num_points = data.num_points();
-    details.num_hyperparameters = model->num_free();
-    details.standardized = standardization->applied;
-    details.standardization = *standardization;
-    details.parameter_names = model->free_names();
+    details.kernel = result->kernel;
+    details.num_points = result->num_points;
+    details.num_hyperparameters = result->num_hyperparameters;
+    details.standardized = result->standardized;
+    details.standardization = result->standardization;
+    details.parameter_names = result->parameter_names;
     details.metrics["evidence"] = evidence->log_evidence;
     details.seconds = evidence->seconds;
     return score;

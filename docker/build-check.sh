@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the gpsel container image from docker/Dockerfile without a Docker engine (buildah) and
 # checks that it serves: starts gpsel-server from the image with the image's own ENTRYPOINT/CMD,
-# calls it from the host with build/client/gpsel (health, score on data/interpretable_linear.csv),
+# calls it from the host with build/bin/gpsel (health, score on data/interpretable_linear.csv),
 # runs the image's HEALTHCHECK command inside the container, reads /metrics, and stops it.
 #
 #   bash docker/build-check.sh            (as root: buildah here runs rootful, chroot isolation)
@@ -16,7 +16,7 @@
 #
 # Environment:
 #   IMAGE           tag of the built image (default localhost/gpsel:latest)
-#   GPSEL_CLI       host CLI used to call the server (default build/client/gpsel; built if missing)
+#   GPSEL_CLI       host CLI used to call the server (default build/bin/gpsel; built if missing)
 #   DEBIAN_MIRROR   Debian mirror for debootstrap (default: read from /etc/apt/sources.list{,.d})
 #   REBUILD_BASE=1  debootstrap the base image again even if it exists
 #   BUILDAH_ISOLATION (default chroot), STORAGE_DRIVER (e.g. vfs) are passed on to buildah.
@@ -31,7 +31,7 @@ REPO="$PWD"
 
 IMAGE="${IMAGE:-localhost/gpsel:latest}"
 BASE_IMAGE="localhost/debian:bookworm-slim"
-GPSEL_CLI="${GPSEL_CLI:-$REPO/build/client/gpsel}"
+GPSEL_CLI="${GPSEL_CLI:-$REPO/build/bin/gpsel}"
 GRPC_PORT=50051
 METRICS_PORT=9464
 export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
@@ -262,7 +262,7 @@ fi
 
 # The host CLI that calls the containerised server (needs the service client: `gpsel health`).
 # The default one is (re)built in build/ when it is missing or older than the service client.
-if [ "$GPSEL_CLI" = "$REPO/build/client/gpsel" ] && ! "$GPSEL_CLI" health --help >/dev/null 2>&1; then
+if [ "$GPSEL_CLI" = "$REPO/build/bin/gpsel" ] && ! "$GPSEL_CLI" health --help >/dev/null 2>&1; then
   log "building the host CLI ($GPSEL_CLI)"
   bash scripts/install-deps.sh
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGPSEL_BUILD_SERVICE=ON >/dev/null

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-GPSEL="${BUILD_DIR:-build}/client/gpsel"
+GPSEL="${BUILD_DIR:-build}/bin/gpsel"
 
 echo
 echo "== The paper's interpretable example (10 points, no standardisation): which kernel? =="

@@ -30,6 +30,7 @@
 #include "core/gp_model.h"
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
+#include "core/predict.h"
 #include "core/score.h"
 #include "core/thread_pool.h"
 
@@ -861,7 +862,7 @@ TEST(FitPredictTest, MatchesAnIndependentEigenComputation) {
     ASSERT_TRUE(s.ok());
     Eigen::MatrixXd x_new(6, 1);
     x_new << -1.0, 0.0, 0.37, 2.0, 4.0, 7.5;
-    absl::StatusOr<Prediction> p = Predict(data, Kernel("C*SE+LIN"), values, *s, x_new);
+    absl::StatusOr<Prediction> p = Predict(data, Kernel("C*SE+LIN"), values, standardize, x_new);
     ASSERT_TRUE(p.ok()) << p.status();
     const double c = 1.7, l = 0.45, v = 0.3, s2 = 0.02;
     const int n = data.num_points();
@@ -904,7 +905,7 @@ TEST(FitPredictTest, InterpolatesNearlyNoiseFreeDataAndRevertsToThePriorFarAway)
   const std::map<std::string, double> values = {{"SE.lengthscale", 0.4}, {"noise", 1.0001e-4}};
   Eigen::MatrixXd x_new(n + 2, 1);
   x_new << data.x, Eigen::Vector2d(60.0, -80.0);
-  absl::StatusOr<Prediction> p = Predict(data, Kernel("SE"), values, *s, x_new);
+  absl::StatusOr<Prediction> p = Predict(data, Kernel("SE"), values, /*standardize=*/true, x_new);
   ASSERT_TRUE(p.ok()) << p.status();
   for (int i = 0; i < n; ++i) {
     EXPECT_NEAR(p->mean(i), data.y(i), 2e-3 * s->scale) << i;
@@ -917,7 +918,7 @@ TEST(FitPredictTest, InterpolatesNearlyNoiseFreeDataAndRevertsToThePriorFarAway)
   }
   // All variances are non-negative on a dense grid, including between the points.
   Eigen::MatrixXd grid = Eigen::VectorXd::LinSpaced(200, -1.0, 4.0);
-  absl::StatusOr<Prediction> g = Predict(data, Kernel("SE"), values, *s, grid);
+  absl::StatusOr<Prediction> g = Predict(data, Kernel("SE"), values, /*standardize=*/true, grid);
   ASSERT_TRUE(g.ok());
   EXPECT_GE(g->variance.minCoeff(), 0.0);
   EXPECT_TRUE(g->mean.allFinite());
@@ -931,7 +932,7 @@ TEST(FitPredictTest, UsesTheFittedValuesOfScoreKernel) {
   absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel("SE*PER+LIN"), options);
   ASSERT_TRUE(score.ok()) << score.status();
   absl::StatusOr<Prediction> p =
-      Predict(data, Kernel("SE*PER+LIN"), score->map_fit->values, score->standardization, data.x);
+      Predict(data, Kernel("SE*PER+LIN"), score->map_fit->values, score->standardized, data.x);
   ASSERT_TRUE(p.ok()) << p.status();
   // A good fit of smooth data: training residuals of the order of the fitted noise.
   const double noise_sd = std::sqrt(p->noise_variance(0));
@@ -941,7 +942,7 @@ TEST(FitPredictTest, UsesTheFittedValuesOfScoreKernel) {
 
 TEST(FitPredictTest, BadArgumentsAreInvalidArgument) {
   const Dataset data = Interpretable();
-  const Standardization none;
+  const bool none = false;  // y not standardised
   const Eigen::MatrixXd x_new = Eigen::MatrixXd::Constant(2, 1, 0.5);
   // A missing parameter.
   absl::StatusOr<Prediction> p = Predict(data, Kernel("SE"), {{"noise", 0.1}}, none, x_new);

@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/job_store.h"
+#include "store/job_store.h"
 #include "tests/jobstore/job_store_test_util.h"
 
 namespace gpsel {

@@ -1,7 +1,7 @@
 // Tests of the /metrics HTTP endpoint (server/metrics_http.h) over real loopback sockets:
 // what it answers to scrapes and to other requests, bad listen addresses, and that it keeps
 // serving (it once crashed the server on the first scrape: see metrics_http.h).
-#include "server/metrics_http.h"
+#include "metrics/metrics_http.h"
 
 #include <prometheus/counter.h>
 

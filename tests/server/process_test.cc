@@ -16,7 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
+#include "bridge/convert.h"
 #include "tests/server/server_test_util.h"
 
 namespace gpsel::testing {
@@ -86,7 +86,7 @@ TEST(KillTest, JobSurvivesKillDashNineAndCompletesOnce) {
   // 60-point version became a 0.4 s job once the numerics got faster, and finished before the kill).
   std::unique_ptr<Client> client = Connect(first->port());
   v1::SubmitEvidenceRequest request;
-  convert::ToProto(MaunaLoa(240), request.mutable_dataset());
+  bridge::ToProto(MaunaLoa(240), request.mutable_dataset());
   request.set_kernel("C*SE");
   request.set_request_id("kill-test");
   request.mutable_options()->set_live_points(400);

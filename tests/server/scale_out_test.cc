@@ -29,9 +29,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
-#include "server/evidence_job.h"
-#include "server/job_store.h"
+#include "bridge/convert.h"
+#include "jobs/evidence_job.h"
+#include "store/job_store.h"
 #include "tests/jobstore/job_store_test_util.h"
 #include "tests/server/server_test_util.h"
 
@@ -80,7 +80,7 @@ std::vector<v1::Job> AllJobs(Client& client) {
 // A quick evidence job (about a tenth of a second).
 v1::SubmitEvidenceRequest ShortRequest(const std::string& key, int seed) {
   v1::SubmitEvidenceRequest request;
-  convert::ToProto(LoadData("interpretable_linear.csv"), request.mutable_dataset());
+  bridge::ToProto(LoadData("interpretable_linear.csv"), request.mutable_dataset());
   request.set_kernel("SE");
   request.set_request_id(key);
   request.mutable_options()->set_live_points(60);
@@ -151,7 +151,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   // A job that runs for a few seconds (about 5 s alone on this 2-core machine), so that it is
   // killed in the middle, after its first heartbeat (lease/3) has reported progress.
   v1::SubmitEvidenceRequest long_request;
-  convert::ToProto(MaunaLoa(240), long_request.mutable_dataset());
+  bridge::ToProto(MaunaLoa(240), long_request.mutable_dataset());
   long_request.set_kernel("C*SE");
   long_request.set_request_id("scale-out-long");
   long_request.mutable_options()->set_live_points(400);

@@ -28,7 +28,7 @@
 #include "client/client.h"
 #include "core/dataset.h"
 #include "gtest/gtest.h"
-#include "server/server.h"
+#include "service/server.h"
 
 namespace gpsel::testing {
 

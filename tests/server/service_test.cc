@@ -7,12 +7,13 @@
 #include <future>
 
 #include "core/evidence.h"
+#include "core/predict.h"
 #include "core/score.h"
 #include "core/search.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
-#include "server/evidence_job.h"
+#include "bridge/convert.h"
+#include "jobs/evidence_job.h"
 #include "tests/server/server_test_util.h"
 
 namespace gpsel::testing {
@@ -120,11 +121,11 @@ TEST_F(ServiceTest, PredictWithGivenAndFittedHyperparameters) {
   const Dataset data = LoadData("interpretable_linear.csv");
   std::unique_ptr<Client> client = Connect(server_->port());
   v1::PredictRequest request;
-  convert::ToProto(data, request.mutable_dataset());
+  bridge::ToProto(data, request.mutable_dataset());
   request.set_kernel("SE");
   Eigen::MatrixXd x_new(3, 1);
   x_new << 0.0, 0.5, 1.5;
-  convert::ToProto(x_new, request.mutable_x_new());
+  bridge::ToProto(x_new, request.mutable_x_new());
   (*request.mutable_hyperparameters())["SE.lengthscale"] = 0.975;
   (*request.mutable_hyperparameters())["noise"] = 0.0841;
   request.mutable_fit()->set_standardize(false);
@@ -133,7 +134,7 @@ TEST_F(ServiceTest, PredictWithGivenAndFittedHyperparameters) {
   ASSERT_TRUE(given.ok()) << given.status();
   absl::StatusOr<Prediction> local =
       Predict(data, *ParseKernel("SE"), {{"SE.lengthscale", 0.975}, {"noise", 0.0841}},
-              Standardization{}, x_new);
+              /*standardize=*/false, x_new);
   ASSERT_TRUE(local.ok());
   ASSERT_EQ(given->mean_size(), 3);
   for (int i = 0; i < 3; ++i) {
@@ -241,7 +242,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
     absl::StatusOr<v1::ScoreResponse> response = client->Score(request);
     ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
     bool named = false;
-    for (const auto& [field, description] : convert::FieldViolations(response.status())) {
+    for (const auto& [field, description] : bridge::FieldViolations(response.status())) {
       named = named || field == c.field;
     }
     EXPECT_TRUE(named) << response.status();
@@ -252,13 +253,13 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   v1::SearchRequest search;
   *search.mutable_dataset() = base().dataset();
   search.set_max_depth(9);
-  EXPECT_THAT(convert::FieldViolations(client->Search(search).status()),
+  EXPECT_THAT(bridge::FieldViolations(client->Search(search).status()),
               ElementsAre(Pair("max_depth", ::testing::_)));
   v1::SubmitEvidenceRequest evidence;
   *evidence.mutable_dataset() = base().dataset();
   evidence.set_kernel("SE");
   evidence.mutable_options()->set_live_points(100000);
-  EXPECT_THAT(convert::FieldViolations(client->SubmitEvidence(evidence).status()),
+  EXPECT_THAT(bridge::FieldViolations(client->SubmitEvidence(evidence).status()),
               ElementsAre(Pair("options.live_points", ::testing::_)));
   v1::PredictRequest predict;
   *predict.mutable_dataset() = base().dataset();
@@ -267,7 +268,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   predict.mutable_x_new()->set_cols(2);
   predict.mutable_x_new()->add_values(0);
   predict.mutable_x_new()->add_values(1);
-  EXPECT_THAT(convert::FieldViolations(client->Predict(predict).status()),
+  EXPECT_THAT(bridge::FieldViolations(client->Predict(predict).status()),
               ElementsAre(Pair("x_new.cols", ::testing::_)));
   // Nothing was half-stored: no job exists.
   absl::StatusOr<v1::ListJobsResponse> jobs = client->ListJobs(v1::ListJobsRequest());
@@ -320,7 +321,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   const Dataset data = LoadData("interpretable_linear.csv");
   std::unique_ptr<Client> client = Connect(server_->port());
   v1::SubmitEvidenceRequest request;
-  convert::ToProto(data, request.mutable_dataset());
+  bridge::ToProto(data, request.mutable_dataset());
   request.set_kernel("se");
   request.set_request_id("lifecycle-1");
   request.mutable_options()->set_seed(1);
@@ -357,7 +358,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
 
   // Same numbers as in-process with the same options.
   absl::StatusOr<EvidenceResult> local =
-      ComputeEvidence(data, *ParseKernel("SE"), convert::FromProto(request.options()));
+      ComputeEvidence(data, *ParseKernel("SE"), bridge::FromProto(request.options()));
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(done->evidence_result().log_evidence(), local->sampling.log_evidence);
 
@@ -386,9 +387,9 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("state"));
   v1::PredictRequest bad_objective;
-  convert::ToProto(data, bad_objective.mutable_dataset());
+  bridge::ToProto(data, bad_objective.mutable_dataset());
   bad_objective.set_kernel("SE");
-  convert::ToProto(Eigen::MatrixXd::Zero(1, 1), bad_objective.mutable_x_new());
+  bridge::ToProto(Eigen::MatrixXd::Zero(1, 1), bad_objective.mutable_x_new());
   bad_objective.set_objective(static_cast<v1::FitObjective>(99));
   absl::StatusOr<v1::PredictResponse> predicted = client->Predict(bad_objective);
   EXPECT_EQ(predicted.status().code(), absl::StatusCode::kInvalidArgument);
@@ -399,7 +400,7 @@ TEST_F(ServiceTest, RunningJobIsCancelled) {
   const Dataset data = MaunaLoa(60);
   std::unique_ptr<Client> client = Connect(server_->port());
   v1::SubmitEvidenceRequest request;
-  convert::ToProto(data, request.mutable_dataset());
+  bridge::ToProto(data, request.mutable_dataset());
   request.set_kernel("C*SE + C*RQ");
   request.mutable_options()->set_live_points(1500);
   request.mutable_options()->set_dlogz(0.001);
@@ -482,7 +483,7 @@ TEST(ServiceOverloadTest, FullQueueIsResourceExhausted) {
     const absl::Status status = call.get();
     if (absl::IsResourceExhausted(status)) {
       ++exhausted;
-      EXPECT_EQ(convert::ErrorReason(status), "QUEUE_FULL");
+      EXPECT_EQ(bridge::ErrorReason(status), "QUEUE_FULL");
     }
   }
   EXPECT_GE(exhausted, 1);
@@ -532,7 +533,7 @@ TEST(ServiceStoreTest, FullDiskIsStoreFullNotQueueFull) {
     ASSERT_TRUE(server.ok()) << server.status();
     std::unique_ptr<Client> client = Connect((*server)->port());
     v1::SubmitEvidenceRequest request;
-    convert::ToProto(MaunaLoa(500), request.mutable_dataset());
+    bridge::ToProto(MaunaLoa(500), request.mutable_dataset());
     request.set_kernel("SE");
     absl::Status failure;
     for (int i = 0; i < 200 && failure.ok(); ++i) {
@@ -540,7 +541,7 @@ TEST(ServiceStoreTest, FullDiskIsStoreFullNotQueueFull) {
       failure = client->SubmitEvidence(request).status();
     }
     EXPECT_EQ(failure.code(), absl::StatusCode::kResourceExhausted) << failure;
-    EXPECT_EQ(convert::ErrorReason(failure), "STORE_FULL");
+    EXPECT_EQ(bridge::ErrorReason(failure), "STORE_FULL");
     const std::string metrics = HttpGet((*server)->metrics_port(), "/metrics");
     EXPECT_THAT(metrics, HasSubstr("gpsel_rpc_rejected_total{reason=\"store_full\"} 1"));
     EXPECT_THAT(metrics, HasSubstr("gpsel_rpc_rejected_total{reason=\"job_queue_full\"} 0"));

@@ -1,0 +1,137 @@
+// FitAndPredict and Predict; see predict.h. The predictive follows the standard GP equations
+// (the paper's Sec. 2): mean k*ᵀ K⁻¹ y, variance k(x*, x*) − k*ᵀ K⁻¹ k*, with K = K_f + σ²I
+// factorised once and k* formed one block of new inputs at a time.
+#include "core/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/linalg.h"
+#include "core/prepared_model.h"
+
+namespace gpsel {
+
+absl::Status PredictOptions::Validate() const {
+  if (block_columns < 0) return absl::InvalidArgumentError("block_columns: must be >= 0");
+  for (const auto& [name, value] : hyperparameters) {
+    if (!std::isfinite(value) || value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hyperparameters[", name, "]: must be finite and > 0 (natural scale)"));
+    }
+  }
+  return fit.Validate();
+}
+
+std::string PredictResult::Summary() const {
+  std::string out = absl::StrCat("kernel ", kernel, " (y ",
+                                 standardization.applied ? "standardised" : "as given", ", ",
+                                 fit ? "fitted" : "given values", ")\n");
+  for (const auto& [name, value] : hyperparameters) {
+    absl::StrAppendFormat(&out, "  %-24s %.6g\n", name, value);
+  }
+  absl::StrAppendFormat(&out, "  %d prediction(s)\n", static_cast<int>(prediction.mean.size()));
+  return out;
+}
+
+absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
+                                   const std::map<std::string, double>& natural_values,
+                                   bool standardize, const Eigen::MatrixXd& x_new,
+                                   const ProgressCallback& progress, int block_columns) {
+  if (x_new.cols() != data.x.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("x_new: has ", x_new.cols(),
+                                                   " columns, the training inputs have ",
+                                                   data.x.cols()));
+  }
+  if (!x_new.allFinite()) return absl::InvalidArgumentError("x_new: values must be finite");
+  // Every parameter fixed at its given value: the model then has no free parameters. The values
+  // are in the user's units, so x is not rescaled.
+  HyperparameterSettings settings;
+  settings.fixed_values = natural_values;
+  absl::StatusOr<PreparedModel> prepared =
+      PrepareModel(data, kernel, standardize, XScaling{}, settings);
+  if (!prepared.ok()) return prepared.status();
+  const GpModel& model = prepared->model;
+  if (model.num_free() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hyperparameters: values for all of the kernel's parameters and 'noise' are needed (",
+        model.num_free(), " missing)"));
+  }
+  const Eigen::VectorXd none(0);
+  const double noise = model.NoiseVariance(none);
+  Eigen::MatrixXd k = model.CrossCovariance(none, data.x, data.x);
+  k.diagonal().array() += noise;
+  SpdFactorization cholesky;
+  if (absl::Status s = cholesky.Compute(std::move(k)); !s.ok()) return s;
+  const Eigen::VectorXd alpha = cholesky.Solve(model.y());
+  const Standardization& standardization = prepared->standardization;
+  const double scale = standardization.applied ? standardization.scale : 1.0;
+  const double shift = standardization.applied ? standardization.mean : 0.0;
+
+  const Eigen::Index n = data.num_points();
+  const Eigen::Index m = x_new.rows();
+  const Eigen::Index block =
+      block_columns > 0 ? block_columns
+                        : std::max<Eigen::Index>(1, static_cast<Eigen::Index>(kPredictBlockDoubles / n));
+  Prediction p;
+  p.mean.resize(m);
+  p.variance.resize(m);
+  for (Eigen::Index start = 0; start < m; start += block) {
+    if (absl::Status s = ReportProgress(
+            progress, Progress{"predict", static_cast<double>(start) / m,
+                               absl::StrFormat("%d of %d points", start, m)});
+        !s.ok()) {
+      return s;
+    }
+    const Eigen::Index cols = std::min(block, m - start);
+    const auto rows = x_new.middleRows(start, cols);
+    const Eigen::MatrixXd k_star = model.CrossCovariance(none, data.x, rows);  // n × cols
+    p.mean.segment(start, cols) = (k_star.transpose() * alpha).array() * scale + shift;
+    // k*ᵀ K⁻¹ k* = ‖L⁻¹ k*‖² column by column.
+    const Eigen::MatrixXd v =
+        cholesky.lower().triangularView<Eigen::Lower>().solve(k_star);
+    for (Eigen::Index j = 0; j < cols; ++j) {
+      const double prior_var = model.CrossCovariance(none, rows.row(j), rows.row(j))(0, 0);
+      p.variance(start + j) = std::max(0.0, prior_var - v.col(j).squaredNorm()) * scale * scale;
+    }
+  }
+  p.noise_variance = Eigen::VectorXd::Constant(m, noise * scale * scale);
+  return p;
+}
+
+absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& kernel,
+                                            const Eigen::MatrixXd& x_new,
+                                            const PredictOptions& options,
+                                            const ProgressCallback& progress) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  PredictResult out;
+  out.kernel = ToString(kernel);
+  out.hyperparameters = options.hyperparameters;
+  if (options.hyperparameters.empty()) {
+    ScoreOptions fit = options.fit;
+    const bool mll = options.objective == FitObjective::kMaximumLikelihood;
+    fit.metrics = {mll ? Metric::kMll : Metric::kMap};
+    fit.laplace_r.clear();
+    fit.compute_laplace_covariance = false;
+    absl::StatusOr<KernelScore> score = ScoreKernel(data, kernel, fit, progress);
+    if (!score.ok()) return score.status();
+    const std::optional<FitResult>& result = mll ? score->mll_fit : score->map_fit;
+    if (!result) return absl::InternalError("the fit made no result");
+    out.hyperparameters = result->values;
+    out.fit = *result;
+  }
+  absl::StatusOr<Prediction> prediction =
+      Predict(data, kernel, out.hyperparameters, options.fit.standardize, x_new, progress,
+              options.block_columns);
+  if (!prediction.ok()) return prediction.status();
+  out.prediction = *std::move(prediction);
+  absl::StatusOr<Standardization> standardization =
+      ComputeStandardization(data.y, options.fit.standardize);
+  if (!standardization.ok()) return standardization.status();
+  out.standardization = *std::move(standardization);
+  return out;
+}
+
+}  // namespace gpsel

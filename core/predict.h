@@ -1,0 +1,76 @@
+// The posterior predictive of a kernel's GP at new inputs, and the workflow behind `gpsel
+// predict` and the Predict RPC alike: fit the hyperparameters when none are given, then predict.
+//
+//   PredictOptions options;                        // MAP fit, 5 restarts, y standardised
+//   absl::StatusOr<PredictResult> r = FitAndPredict(data, kernel, x_new, options);
+//   r->prediction.mean(j), r->prediction.variance(j) + r->prediction.noise_variance(j)
+#ifndef GPSEL_CORE_PREDICT_H_
+#define GPSEL_CORE_PREDICT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/dataset.h"
+#include "core/fit.h"
+#include "core/kernel_expr.h"
+#include "core/progress.h"
+#include "core/score.h"
+
+namespace gpsel {
+
+// Posterior predictive at new inputs, on the original y scale.
+struct Prediction {
+  Eigen::VectorXd mean;
+  Eigen::VectorXd variance;        // of the latent f (noise excluded)
+  Eigen::VectorXd noise_variance;  // σ² on the original scale, per point (constant)
+};
+
+struct PredictOptions {
+  // Natural values, in the user's units of x, of every kernel parameter and "noise". Empty:
+  // fit them first (objective, with `fit`'s restarts, priors, standardisation and x scaling).
+  std::map<std::string, double> hyperparameters;
+  FitObjective objective = FitObjective::kMaximumAPosteriori;
+  // Fit settings; its metrics are ignored (the one fit `objective` names is made, without the
+  // Laplace Hessian). Its `standardize` also applies when values are given.
+  ScoreOptions fit;
+  // Columns of x_new per block. Each block holds an n × block cross-covariance, so memory stays
+  // bounded whatever m is. 0 = automatic: kPredictBlockDoubles / n columns.
+  int block_columns = 0;
+  absl::Status Validate() const;
+};
+
+// Doubles in one automatic block of Predict (32 MiB).
+inline constexpr int64_t kPredictBlockDoubles = int64_t{1} << 22;
+
+struct PredictResult {
+  std::string kernel;                              // canonical text
+  std::map<std::string, double> hyperparameters;   // natural values the prediction used
+  Standardization standardization;                 // of the training y
+  std::optional<FitResult> fit;                    // the fit, when the values were fitted
+  Prediction prediction;
+  std::string Summary() const;
+};
+
+// Fits (when options.hyperparameters is empty) and predicts at the rows of x_new. INVALID_ARGUMENT
+// for bad data, options, x_new (columns, non-finite) or incomplete values; the callback's status
+// when cancelled (checked between fit evaluations and between prediction blocks).
+absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& kernel,
+                                            const Eigen::MatrixXd& x_new,
+                                            const PredictOptions& options,
+                                            const ProgressCallback& progress = nullptr);
+
+// The predictive at given natural values of every parameter (no fit), y standardised or not.
+absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
+                                   const std::map<std::string, double>& natural_values,
+                                   bool standardize, const Eigen::MatrixXd& x_new,
+                                   const ProgressCallback& progress = nullptr,
+                                   int block_columns = 0);
+
+}  // namespace gpsel
+
+#endif  // GPSEL_CORE_PREDICT_H_

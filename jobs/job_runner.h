@@ -1,0 +1,78 @@
+// JobRunner: the job workers of one server process, separate from the RPC worker pool. Each
+// worker claims a job from the JobStore, runs it, and publishes the outcome with the fencing
+// token it claimed it with; a heartbeat thread per running job extends the lease, reports
+// progress and notices cancellation requests. A worker that dies (kill -9) simply stops
+// heartbeating: its lease expires and another worker (after a restart, or on another replica)
+// claims the job again, so no job is lost and exactly one result becomes visible.
+//
+//   gpsel::JobRunner runner(store, executors, options, &metrics);
+//   runner.Start();
+//   ...
+//   runner.Stop();   // stops running jobs without publishing; releases their leases
+#ifndef GPSEL_JOBS_JOB_RUNNER_H_
+#define GPSEL_JOBS_JOB_RUNNER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/progress.h"
+#include "store/job_store.h"
+#include "metrics/metrics.h"
+
+namespace gpsel {
+
+// Runs one job's request bytes; returns the result bytes. Must stop soon after `progress`
+// returns non-OK and return that status.
+using JobExecutor =
+    std::function<absl::StatusOr<std::string>(const Job& job, const ProgressCallback& progress)>;
+
+struct JobRunnerOptions {
+  int workers = 1;                                 // concurrent jobs in this process (0 = none)
+  absl::Duration lease = absl::Seconds(30);        // renewed every lease/3
+  absl::Duration poll_interval = absl::Milliseconds(500);  // idle wait between claims
+  std::string worker_prefix;                       // "" = hostname-pid
+};
+
+class JobRunner {
+ public:
+  JobRunner(JobStore* store, std::map<std::string, JobExecutor> executors,
+            JobRunnerOptions options, ServiceMetrics* metrics);
+  ~JobRunner();  // Stop()
+
+  void Start();
+  // Wakes an idle worker (a job was just submitted).
+  void Wake();
+  // Graceful stop: running jobs are asked to stop (nothing is published for them), then every
+  // worker's leases are released so the jobs go back to QUEUED at once.
+  void Stop();
+
+  int running() const { return running_.load(); }
+
+ private:
+  void WorkerLoop(const std::string& worker_id);
+  void RunOne(const std::string& worker_id, const Job& job);
+
+  JobStore* store_;
+  std::map<std::string, JobExecutor> executors_;
+  JobRunnerOptions options_;
+  ServiceMetrics* metrics_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> running_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  int wake_tokens_ = 0;
+  std::vector<std::string> worker_ids_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace gpsel
+
+#endif  // GPSEL_JOBS_JOB_RUNNER_H_

@@ -1,0 +1,193 @@
+// GpselServer; see server.h.
+#include "service/server.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
+#include "jobs/evidence_job.h"
+
+#ifndef GPSEL_VERSION
+#define GPSEL_VERSION "dev"
+#endif
+
+namespace gpsel {
+namespace {
+
+constexpr char kServiceName[] = "gpsel.v1.ModelSelectionService";
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": cannot read '", path, "'"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
+  }
+  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "--tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(options.tls_client_ca_file, "--tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+absl::Status ServerOptions::Validate() const {
+  if (listen.empty()) return absl::InvalidArgumentError("--listen: must be HOST:PORT");
+  if (jobs.workers < 0) return absl::InvalidArgumentError("--job-workers: must be >= 0");
+  if (jobs.lease < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--job-lease: must be at least 1 second");
+  }
+  if (max_job_attempts < 1) return absl::InvalidArgumentError("--max-job-attempts: must be >= 1");
+  return service.limits.Validate();
+}
+
+absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  std::unique_ptr<GpselServer> server(new GpselServer());
+  server->options_ = options;
+
+  JobStoreOptions store_options;
+  store_options.max_attempts = options.max_job_attempts;
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options.store_url, store_options);
+  if (!store.ok()) return store.status();
+  server->store_ = *std::move(store);
+  server->metrics_ = std::make_unique<ServiceMetrics>(GPSEL_VERSION);
+
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int workers = options.rpc_workers > 0 ? options.rpc_workers : hardware;
+  const int max_queued = options.max_queued_rpcs >= 0 ? options.max_queued_rpcs : 2 * workers;
+  server->pool_ = std::make_unique<BoundedWorkerPool>(workers, max_queued);
+
+  if (options.jobs.workers > 0) {
+    const ServiceLimits limits = options.service.limits;
+    std::map<std::string, JobExecutor> executors;
+    executors[kEvidenceJobKind] = [limits](const Job& job, const ProgressCallback& progress) {
+      return RunEvidenceJob(job.request, limits, progress);
+    };
+    server->runner_ = std::make_unique<JobRunner>(server->store_.get(), std::move(executors),
+                                                  options.jobs, server->metrics_.get());
+  }
+  server->service_ = std::make_unique<ModelSelectionServiceImpl>(
+      options.service, server->pool_.get(), server->store_.get(), server->runner_.get(),
+      server->metrics_.get());
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  // Link the health messages into the descriptor pool so reflection can describe the (built-in)
+  // health service to tools such as `buf curl`.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(options.service.limits.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.service.limits.max_message_bytes);
+  builder.experimental().SetInterceptorCreators(server->metrics_->InterceptorFactories());
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_http =
+        MetricsHttpServer::Start(options.metrics_listen, server->metrics_->registry());
+    if (!metrics_http.ok()) {
+      server->server_->Shutdown();
+      return metrics_http.status();
+    }
+    server->metrics_http_ = *std::move(metrics_http);
+    server->metrics_port_ = server->metrics_http_->port();
+  }
+
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+  if (server->runner_) server->runner_->Start();
+  server->RefreshStoredJobMetrics();
+  server->refresher_ = std::thread([s = server.get()] {
+    std::unique_lock<std::mutex> lock(s->mutex_);
+    while (!s->shutting_down_) {
+      s->state_changed_.wait_for(lock, std::chrono::seconds(5));
+      if (s->shutting_down_) break;
+      lock.unlock();
+      s->RefreshStoredJobMetrics();
+      lock.lock();
+    }
+  });
+  return server;
+}
+
+void GpselServer::RefreshStoredJobMetrics() {
+  absl::StatusOr<JobCounts> counts = store_->CountByState();
+  if (!counts.ok()) return;
+  std::map<std::string, double> by_name;
+  for (const auto& [state, count] : *counts) {
+    by_name[std::string(JobStateName(state))] = static_cast<double>(count);
+  }
+  metrics_->SetStoredJobs(by_name);
+}
+
+GpselServer::~GpselServer() { Shutdown(); }
+
+void GpselServer::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+  }
+  state_changed_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+  if (server_) {
+    // Tell load balancers first, then refuse new work and let running calls finish.
+    server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    service_->StartDraining();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(options_.shutdown_grace));
+    server_->Wait();
+  }
+  if (runner_) runner_->Stop();  // running jobs stop; their leases are released
+  pool_.reset();                  // every admitted task has finished by now
+  metrics_http_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shut_down_ = true;
+  }
+  state_changed_.notify_all();
+}
+
+void GpselServer::Wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  state_changed_.wait(lock, [this] { return shut_down_; });
+}
+
+}  // namespace gpsel
