@@ -9,7 +9,7 @@ Two modes:
                      the kernels closest to gpsel's SE and SE+LIN on each file, times the fit and
                      prints one JSON object per line (or writes --json FILE).
 
-Kernel mapping (gpsel, DESIGN §2  ->  scikit-learn):
+Kernel mapping (gpsel, core/kernel_expr.h  ->  scikit-learn):
   SE      exp(-d²/2ℓ²) + σ²δ     ->  RBF() + WhiteKernel()
   SE+LIN  ... + v·x·x'            ->  RBF() + ConstantKernel()*DotProduct(sigma_0=0, fixed) + WhiteKernel()
 Neither has an implicit output scale, as in gpsel. sklearn optimises only the MLL (5 L-BFGS-B starts);

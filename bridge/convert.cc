@@ -645,6 +645,43 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
   return result;
 }
 
+// ---- requests ------------------------------------------------------------------------------
+
+v1::ScoreRequest ScoreRequestOf(const Dataset& data, const std::vector<KernelExpr>& kernels,
+                                const ScoreOptions& options) {
+  v1::ScoreRequest request;
+  ToProto(data, request.mutable_dataset());
+  for (const KernelExpr& kernel : kernels) request.add_kernels(ToString(kernel));
+  ScoreOptionsToProto(options, &request);
+  return request;
+}
+
+v1::SearchRequest SearchRequestOf(const Dataset& data, const SearchOptions& options) {
+  v1::SearchRequest request;
+  ToProto(data, request.mutable_dataset());
+  SearchOptionsToProto(options, &request);
+  return request;
+}
+
+v1::SubmitEvidenceRequest SubmitEvidenceRequestOf(const Dataset& data, const KernelExpr& kernel,
+                                                  const EvidenceOptions& options) {
+  v1::SubmitEvidenceRequest request;
+  ToProto(data, request.mutable_dataset());
+  request.set_kernel(ToString(kernel));
+  ToProto(options, request.mutable_options());
+  return request;
+}
+
+void ToProto(const Progress& progress, v1::Progress* proto) {
+  proto->set_stage(progress.stage);
+  proto->set_fraction(progress.fraction);
+  proto->set_message(progress.message);
+}
+
+Progress FromProto(const v1::Progress& proto) {
+  return Progress{proto.stage(), proto.fraction(), proto.message()};
+}
+
 // ---- status ------------------------------------------------------------------------------------
 
 absl::Status InvalidField(std::string_view field, std::string_view description) {

@@ -1,4 +1,4 @@
-// The one place where gpsel.v1 protobuf messages meet core types (DESIGN §3): datasets,
+// The one place where gpsel.v1 protobuf messages meet core types: datasets,
 // options, scores, predictions, evidence results; and absl::Status <-> grpc::Status with
 // google.rpc.Status details (BadRequest, ErrorInfo) carried as absl::Status payloads.
 //
@@ -28,6 +28,7 @@
 #include "core/fit.h"
 #include "core/hyperparameters.h"
 #include "core/predict.h"
+#include "core/progress.h"
 #include "core/score.h"
 #include "core/search.h"
 #include "gpsel/v1/job.pb.h"
@@ -102,6 +103,16 @@ void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* reque
 void ToProto(const SearchResult& result, v1::SearchResult* proto);
 // INVALID_ARGUMENT when best_kernel does not parse.
 absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto);
+
+// ---- requests the client sends, built from core types ------------------------------------
+
+v1::ScoreRequest ScoreRequestOf(const Dataset& data, const std::vector<KernelExpr>& kernels,
+                                const ScoreOptions& options);
+v1::SearchRequest SearchRequestOf(const Dataset& data, const SearchOptions& options);
+v1::SubmitEvidenceRequest SubmitEvidenceRequestOf(const Dataset& data, const KernelExpr& kernel,
+                                                  const EvidenceOptions& options);
+void ToProto(const Progress& progress, v1::Progress* proto);
+Progress FromProto(const v1::Progress& proto);
 
 // ---- status ------------------------------------------------------------------------------------
 

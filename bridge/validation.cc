@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/hyperparameters.h"
 #include "core/score.h"
 
@@ -120,12 +121,13 @@ void CheckFitOptions(const v1::FitOptions& fit, const std::string& field,
                      const ServiceLimits& limits, bool check_fitting, Violations& v) {
   if (check_fitting) {
     if (fit.restarts() < 0 || fit.restarts() > limits.max_restarts) {
-      v.Add(field + ".restarts",
-            absl::StrCat("must be in [0, ", limits.max_restarts, "] (0 = default 5)"));
+      v.Add(field + ".restarts", absl::StrCat("must be in [0, ", limits.max_restarts,
+                                              "] (0 = default ", FitOptions{}.restarts, ")"));
     }
     if (fit.max_iterations() < 0 || fit.max_iterations() > limits.max_iterations) {
       v.Add(field + ".max_iterations",
-            absl::StrCat("must be in [0, ", limits.max_iterations, "] (0 = default 300)"));
+            absl::StrCat("must be in [0, ", limits.max_iterations, "] (0 = default ",
+                         FitOptions{}.max_iterations, ")"));
     }
   }
   for (const auto& [name, prior] : fit.prior_overrides()) {
@@ -181,15 +183,16 @@ void CheckStandardizable(const Dataset& data, bool standardize, const std::strin
   }
 }
 
+// A metric name, with core's own message (ParseMetric) when it is unknown.
+void CheckMetric(const std::string& name, const std::string& field, Violations& v) {
+  if (absl::StatusOr<Metric> metric = ParseMetric(name); !metric.ok()) {
+    v.Add(field, std::string(absl::StripPrefix(metric.status().message(), "metrics: ")));
+  }
+}
+
 void CheckMetrics(const google::protobuf::RepeatedPtrField<std::string>& metrics,
                   const std::string& field, Violations& v) {
-  for (int i = 0; i < metrics.size(); ++i) {
-    if (!ParseMetric(metrics[i]).ok()) {
-      v.Add(absl::StrCat(field, "[", i, "]"),
-            absl::StrCat("unknown metric '", metrics[i],
-                         "'; valid: mll, map, aic, bic, lap, lap0, lap_aic, lap_bic, lap_bic_half"));
-    }
-  }
+  for (int i = 0; i < metrics.size(); ++i) CheckMetric(metrics[i], absl::StrCat(field, "[", i, "]"), v);
 }
 
 }  // namespace
@@ -261,16 +264,15 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
       }
     }
   }
-  if (!request.metric().empty() && !ParseMetric(request.metric()).ok()) {
-    v.Add("metric", absl::StrCat("unknown metric '", request.metric(),
-                                 "'; valid: mll, map, aic, bic, lap, lap0, lap_aic, lap_bic, lap_bic_half"));
-  }
+  if (!request.metric().empty()) CheckMetric(request.metric(), "metric", v);
   CheckMetrics(request.metrics(), "metrics", v);
   if (request.max_depth() < 0 || request.max_depth() > limits.max_search_depth) {
-    v.Add("max_depth", absl::StrCat("must be in [0, ", limits.max_search_depth, "] (0 = default 3)"));
+    v.Add("max_depth", absl::StrCat("must be in [0, ", limits.max_search_depth, "] (0 = default ",
+                                    SearchOptions{}.max_depth, ")"));
   }
   if (request.beam_width() < 0 || request.beam_width() > limits.max_beam_width) {
-    v.Add("beam_width", absl::StrCat("must be in [0, ", limits.max_beam_width, "] (0 = default 1)"));
+    v.Add("beam_width", absl::StrCat("must be in [0, ", limits.max_beam_width, "] (0 = default ",
+                                     SearchOptions{}.beam_width, ")"));
   }
   if (request.threads() < 0) v.Add("threads", "must not be negative");
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);

@@ -1,7 +1,8 @@
-// Request validation for gpsel-server (DESIGN §4): every bad input is answered with
-// INVALID_ARGUMENT carrying a google.rpc.BadRequest that names each bad field ("dataset.y",
-// "kernels[1]", "fit.prior_overrides[SE.lengthscale].sd", ...), before any O(n³) work. The
-// validated requests come back as core types, ready to run.
+// Request validation for gpsel-server (README "Running the service"): every bad input is
+// answered with INVALID_ARGUMENT carrying a google.rpc.BadRequest that names each bad field
+// ("dataset.y", "kernels[1]", "fit.prior_overrides[SE.lengthscale].sd", ...), before any O(n³)
+// work. Each field is parsed once, with core's parsers, messages and defaults; the validated
+// requests come back as core types, ready to run. The server adds only its own limits.
 //
 //   absl::StatusOr<gpsel::ValidScore> v = gpsel::ValidateScoreRequest(request, limits);
 //   if (!v.ok()) return reactor->Finish(gpsel::bridge::ToGrpcStatus(v.status()));

@@ -1,11 +1,15 @@
-// Shared CLI pieces: command registry, error reporting, fit flags, JSON of scores, progress line.
+// Shared CLI pieces: error reporting, data and fit flags, JSON output, progress line.
 #include "cli/cli_common.h"
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,68 +17,6 @@
 #include "absl/strings/str_split.h"
 
 namespace gpsel::cli {
-
-std::vector<CommandRegistration>& CommandRegistry() {
-  static std::vector<CommandRegistration> registry;
-  return registry;
-}
-
-CommandRegistrar::CommandRegistrar(std::string name, std::string description, CommandSetup setup) {
-  CommandRegistry().push_back({std::move(name), std::move(description), std::move(setup)});
-}
-
-RemoteScoreFn& RemoteScoreHook() {
-  static RemoteScoreFn hook;
-  return hook;
-}
-
-RemoteEvidenceFn& RemoteEvidenceHook() {
-  static RemoteEvidenceFn hook;
-  return hook;
-}
-
-RemoteSearchFn& RemoteSearchHook() {
-  static RemoteSearchFn hook;
-  return hook;
-}
-
-RemoteSubmitEvidenceFn& RemoteSubmitEvidenceHook() {
-  static RemoteSubmitEvidenceFn hook;
-  return hook;
-}
-
-nlohmann::json EvidenceResultToJson(const EvidenceResult& result) {
-  const NestedSamplingResult& s = result.sampling;
-  nlohmann::json j;
-  j["kernel"] = result.kernel;
-  j["n"] = result.num_points;
-  j["num_hyperparameters"] = result.num_hyperparameters;
-  j["standardized"] = result.standardized;
-  j["log_evidence"] = JsonNumber(s.log_evidence);
-  j["log_evidence_error"] = JsonNumber(s.log_evidence_error);
-  j["log_evidence_error_bootstrap"] = JsonNumber(s.log_evidence_error_bootstrap);
-  j["information"] = JsonNumber(s.information);
-  j["likelihood_calls"] = s.likelihood_calls;
-  j["iterations"] = s.iterations;
-  j["effective_sample_size"] = JsonNumber(s.effective_sample_size);
-  j["num_live"] = s.num_live;
-  j["num_batches"] = s.num_batches;
-  j["partial"] = s.partial;
-  if (s.partial) j["partial_reason"] = s.partial_reason;
-  j["seconds"] = s.seconds;
-  if (s.samples.rows() > 0) {
-    nlohmann::json samples = nlohmann::json::array();
-    for (Eigen::Index i = 0; i < s.samples.rows(); ++i) {
-      nlohmann::json row = nlohmann::json::array();
-      for (Eigen::Index c = 0; c < s.samples.cols(); ++c) row.push_back(s.samples(i, c));
-      samples.push_back({{"raw", row},
-                         {"log_weight", JsonNumber(s.log_weights(i))},
-                         {"log_likelihood", JsonNumber(s.log_likelihoods(i))}});
-    }
-    j["samples"] = {{"parameters", result.parameter_names}, {"points", samples}};
-  }
-  return j;
-}
 
 int ReportError(const absl::Status& status) {
   std::cerr << "gpsel: " << status.message() << "\n";
@@ -89,8 +31,32 @@ int ReportError(const absl::Status& status) {
 }
 
 void AddDataFlag(CLI::App& sub, FitFlags& flags) {
-  sub.add_option("--data", flags.data_path, "CSV file: optional header, inputs x..., target y last")
+  sub.add_option("--data", flags.data_path,
+                 "CSV file (or - for stdin): optional header, inputs x..., target y last")
       ->required();
+}
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& flag) {
+  std::stringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
+    buffer << in.rdbuf();
+  }
+  return buffer.str();
+}
+
+absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags) {
+  if (flags.data_path != "-") return LoadCsvFile(flags.data_path);
+  absl::StatusOr<std::string> text = ReadFlagFile(flags.data_path, "--data");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Dataset> data = ParseCsv(*text);
+  if (!data.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("stdin: ", data.status().message()));
+  }
+  return data;
 }
 
 void AddFitFlags(CLI::App& sub, FitFlags& flags) {
@@ -149,85 +115,19 @@ absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& 
   return settings;
 }
 
-nlohmann::json JsonNumber(double value) {
-  if (!std::isfinite(value)) return nullptr;
-  return value;
-}
-
-namespace {
-nlohmann::json FitToJson(const FitResult& fit) {
-  nlohmann::json values = nlohmann::json::object();
-  for (const auto& [name, value] : fit.values) values[name] = JsonNumber(value);
-  nlohmann::json j;
-  j["values"] = values;
-  j["log_likelihood"] = JsonNumber(fit.log_likelihood);
-  j["log_prior"] = JsonNumber(fit.log_prior);
-  j["objective_value"] = JsonNumber(fit.objective_value);
-  j["starts"] = fit.starts;
-  j["starts_at_best"] = fit.starts_at_best;
-  j["best_start_kind"] = std::string(StartKindName(fit.best_start_kind));
-  j["best_start_origin"] = fit.best_start_origin;
-  return j;
-}
-}  // namespace
-
-nlohmann::json KernelScoreToJson(const KernelScore& score) {
-  nlohmann::json j;
-  j["kernel"] = score.kernel;
-  j["num_hyperparameters"] = score.num_hyperparameters;
-  nlohmann::json metrics = nlohmann::json::object();
-  for (Metric m : AllMetrics()) {
-    const std::string name(MetricName(m));
-    if (auto it = score.metrics.find(name); it != score.metrics.end()) {
-      metrics[name] = JsonNumber(it->second);
-    } else if (score.undefined_metrics.count(name)) {
-      metrics[name] = nullptr;  // undefined (reason in "undefined_metrics")
-    }
+void PrintJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    std::cerr << "gpsel: JSON output failed: " << status.ToString() << "\n";
+    return;
   }
-  j["metrics"] = metrics;
-  if (!score.undefined_metrics.empty()) j["undefined_metrics"] = score.undefined_metrics;
-  if (!score.laplace_r.empty()) {
-    nlohmann::json extra = nlohmann::json::array();
-    for (const auto& [r, value] : score.laplace_r) extra.push_back({{"r", r}, {"value", value}});
-    j["laplace_r"] = extra;
-  }
-  if (score.mll_fit) j["mll_fit"] = FitToJson(*score.mll_fit);
-  if (score.map_fit) j["map_fit"] = FitToJson(*score.map_fit);
-  if (score.laplace) {
-    const LaplaceDiagnostics& lap = *score.laplace;
-    nlohmann::json eigenvalues = nlohmann::json::array();
-    for (Eigen::Index i = 0; i < lap.eigenvalues.size(); ++i) {
-      eigenvalues.push_back(JsonNumber(lap.eigenvalues(i)));
-    }
-    j["hessian_eigenvalues"] = eigenvalues;
-    nlohmann::json clamped = nlohmann::json::object();
-    for (const auto& [metric, directions] : lap.clamped) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& d : directions) {
-        nlohmann::json loadings = nlohmann::json::object();
-        for (const auto& [name, loading] : d.loadings) loadings[name] = loading;
-        list.push_back({{"eigenvalue", JsonNumber(d.eigenvalue)}, {"loadings", loadings}});
-      }
-      clamped[metric] = list;
-    }
-    j["clamped_directions"] = clamped;
-    if (lap.covariance.size() > 0) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (Eigen::Index r = 0; r < lap.covariance.rows(); ++r) {
-        nlohmann::json row = nlohmann::json::array();
-        for (Eigen::Index c = 0; c < lap.covariance.cols(); ++c) {
-          row.push_back(JsonNumber(lap.covariance(r, c)));
-        }
-        rows.push_back(row);
-      }
-      j["laplace_covariance"] = {{"parameters", score.parameter_names}, {"matrix", rows}};
-    }
-  }
-  j["x_scale"] = score.x_scale;
-  j["x_scale_reason"] = score.x_scale_reason;
-  j["warnings"] = score.warnings;
-  j["seconds"] = score.seconds;
-  return j;
+  std::cout << json;
+  if (json.empty() || json.back() != '\n') std::cout << "\n";
 }
 
 bool StderrIsTerminal() { return isatty(fileno(stderr)) != 0; }

@@ -1,9 +1,14 @@
 // `gpsel evidence`: log model evidence of one kernel by (dynamic) nested sampling, with a
-// progress bar on a terminal. In-process, or as a job on a gpsel-server with --server.
+// progress bar on a terminal. In-process, or as a job on a gpsel-server with --server. --json
+// prints the EvidenceResult message (--detach: the SubmitEvidenceResponse's job) in the protobuf
+// JSON mapping.
 #include <iostream>
 
 #include "absl/strings/str_format.h"
+#include "bridge/convert.h"
+#include "cli/backend.h"
 #include "cli/cli_common.h"
+#include "cli/commands.h"
 #include "core/evidence.h"
 
 namespace gpsel::cli {
@@ -11,6 +16,7 @@ namespace {
 
 struct EvidenceFlags {
   FitFlags fit;
+  RemoteFlags remote;
   double dlogz = 0.01;
   int nlive = 0;
   bool dynamic = false;
@@ -21,7 +27,7 @@ struct EvidenceFlags {
 };
 
 int RunEvidence(const EvidenceFlags& flags) {
-  absl::StatusOr<Dataset> data = LoadCsvFile(flags.fit.data_path);
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());
@@ -43,34 +49,32 @@ int RunEvidence(const EvidenceFlags& flags) {
   options.scale_x = *scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
-  const bool remote = !flags.fit.server.empty();
-  if (flags.detach && !remote) {
+  if (flags.detach && flags.remote.server.empty()) {
     return ReportError(absl::InvalidArgumentError("--detach: needs --server"));
   }
-  if (remote && (!RemoteEvidenceHook() || !RemoteSubmitEvidenceHook())) {
-    return ReportError(absl::UnimplementedError(
-        "--server: this gpsel was built without the gRPC client (GPSEL_BUILD_SERVICE=OFF)"));
-  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
+  if (!backend.ok()) return ReportError(backend.status());
   if (flags.detach) {
-    absl::StatusOr<std::string> job =
-        RemoteSubmitEvidenceHook()(flags.fit.server, *data, *kernel, options);
-    if (!job.ok()) return ReportError(job.status());
+    absl::StatusOr<v1::SubmitEvidenceResponse> submitted =
+        (*backend)->SubmitEvidence(*data, *kernel, options);
+    if (!submitted.ok()) return ReportError(submitted.status());
     if (flags.fit.json) {
-      std::cout << nlohmann::json{{"job", *job}}.dump() << "\n";
+      PrintJson(*submitted);
     } else {
-      std::cout << "submitted job " << *job << "\n";
+      std::cout << "submitted " << submitted->job().name() << "\n";
     }
     return kExitOk;
   }
 
   TerminalProgress progress(!flags.fit.json && StderrIsTerminal());
   absl::StatusOr<EvidenceResult> result =
-      remote ? RemoteEvidenceHook()(flags.fit.server, *data, *kernel, options, progress.callback())
-             : ComputeEvidence(*data, *kernel, options, progress.callback());
+      (*backend)->Evidence(*data, *kernel, options, progress.callback());
   progress.Finish();
   if (!result.ok()) return ReportError(result.status());
   if (flags.fit.json) {
-    std::cout << EvidenceResultToJson(*result).dump(2) << "\n";
+    v1::EvidenceResult message;
+    bridge::ToProto(*result, &message);
+    PrintJson(message);
   } else {
     const NestedSamplingResult& s = result->sampling;
     std::cout << absl::StrFormat(
@@ -86,34 +90,32 @@ int RunEvidence(const EvidenceFlags& flags) {
   return kExitOk;
 }
 
-GPSEL_REGISTER_COMMAND(evidence, "evidence",
-                       "log model evidence of a kernel by (dynamic) nested sampling",
-                       [](CLI::App& sub) -> std::function<int()> {
-                         auto flags = std::make_shared<EvidenceFlags>();
-                         AddDataFlag(sub, flags->fit);
-                         sub.add_option("--kernel", flags->fit.kernels, "kernel expression")
-                             ->required();
-                         sub.add_option("--dlogz", flags->dlogz,
-                                        "stop when the remaining evidence is below this (nats)")
-                             ->capture_default_str();
-                         sub.add_option("--nlive", flags->nlive, "live points (0 = automatic)")
-                             ->capture_default_str();
-                         sub.add_flag("--dynamic", flags->dynamic,
-                                      "dynamic nested sampling (Higson et al. 2019)");
-                         sub.add_flag("--samples", flags->samples,
-                                      "include weighted posterior samples in --json output");
-                         sub.add_option("--max-calls", flags->max_calls,
-                                        "cap on likelihood calls (result marked partial)")
-                             ->capture_default_str();
-                         sub.add_option("--max-seconds", flags->max_seconds,
-                                        "cap on wall time, 0 = none (result marked partial)");
-                         AddFitFlags(sub, flags->fit);
-                         sub.add_option("--server", flags->fit.server,
-                                        "HOST:PORT of a gpsel-server: run as a job there");
-                         sub.add_flag("--detach", flags->detach,
-                                      "with --server: submit and print the job id");
-                         return [flags] { return RunEvidence(*flags); };
-                       });
-
 }  // namespace
+
+CommandRunner SetupEvidence(CLI::App& sub) {
+  auto flags = std::make_shared<EvidenceFlags>();
+  AddDataFlag(sub, flags->fit);
+  sub.add_option("--kernel", flags->fit.kernels, "kernel expression")
+      ->required();
+  sub.add_option("--dlogz", flags->dlogz,
+                 "stop when the remaining evidence is below this (nats)")
+      ->capture_default_str();
+  sub.add_option("--nlive", flags->nlive, "live points (0 = automatic)")
+      ->capture_default_str();
+  sub.add_flag("--dynamic", flags->dynamic,
+               "dynamic nested sampling (Higson et al. 2019)");
+  sub.add_flag("--samples", flags->samples,
+               "include weighted posterior samples in --json output");
+  sub.add_option("--max-calls", flags->max_calls,
+                 "cap on likelihood calls (result marked partial)")
+      ->capture_default_str();
+  sub.add_option("--max-seconds", flags->max_seconds,
+                 "cap on wall time, 0 = none (result marked partial)");
+  AddFitFlags(sub, flags->fit);
+  AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
+  sub.add_flag("--detach", flags->detach,
+               "with --server: submit and print the job id");
+  return [flags] { return RunEvidence(*flags); };
+}
+
 }  // namespace gpsel::cli

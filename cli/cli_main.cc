@@ -1,10 +1,39 @@
-// `gpsel`: the command-line tool. Subcommands register themselves (see cli_common.h); this file
-// builds the CLI11 app from the registry and dispatches.
-#include <iostream>
-#include <memory>
+// `gpsel`: the command-line tool. Builds the CLI11 app from the command list below and runs the
+// one subcommand given.
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "cli/cli_common.h"
+#include "cli/commands.h"
 #include "core/linalg.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* description;
+  gpsel::cli::CommandRunner (*setup)(CLI::App&);
+};
+
+constexpr Command kCommands[] = {
+    {"score", "fit kernels to a dataset and report MLL, MAP, AIC, BIC and Laplace metrics",
+     gpsel::cli::SetupScore},
+    {"search", "compositional kernel search: build the best kernel from base kernels with + and *",
+     gpsel::cli::SetupSearch},
+    {"evidence", "log model evidence of a kernel by (dynamic) nested sampling",
+     gpsel::cli::SetupEvidence},
+    {"predict", "posterior mean and variance of a kernel's GP at new inputs",
+     gpsel::cli::SetupPredict},
+    {"priors",
+     "print every prior of a kernel in natural units with its 95% interval (in x's units; with "
+     "--data, beside the data's own scales)",
+     gpsel::cli::SetupPriors},
+    {"jobs", "list, show, wait for or cancel jobs on a gpsel-server", gpsel::cli::SetupJobs},
+    {"health", "check a gpsel-server (exit 0 only when SERVING)", gpsel::cli::SetupHealth},
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   gpsel::ConfigureAllocatorForLargeMatrices();
@@ -13,10 +42,8 @@ int main(int argc, char** argv) {
                "searches kernel structure and computes the evidence by nested sampling."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpsel 0.1.0");
-  std::function<int()> runner;
-  auto& registry = gpsel::cli::CommandRegistry();
-  std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
-  for (const auto& command : registry) {
+  std::vector<std::pair<CLI::App*, gpsel::cli::CommandRunner>> commands;
+  for (const Command& command : kCommands) {
     CLI::App* sub = app.add_subcommand(command.name, command.description);
     commands.emplace_back(sub, command.setup(*sub));
   }

@@ -4,8 +4,11 @@
 // 0.3–2.7) is seen before any fit.
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_format.h"
 #include "cli/cli_common.h"
+#include "cli/commands.h"
 #include "core/data_heuristics.h"
 #include "core/kernel_expr.h"
 #include "core/score.h"
@@ -29,7 +32,7 @@ int RunPriors(const PriorsFlags& flags) {
   double factor = scale_x->mode == XScaling::Mode::kFactor ? scale_x->factor : 1.0;
   std::string reason = scale_x->mode == XScaling::Mode::kFactor ? "given" : "as given";
   if (!flags.fit.data_path.empty()) {
-    absl::StatusOr<Dataset> loaded = LoadCsvFile(flags.fit.data_path);
+    absl::StatusOr<Dataset> loaded = LoadDataFlag(flags.fit);
     if (!loaded.ok()) return ReportError(loaded.status());
     absl::StatusOr<ScaledInputs> inputs = ScaleInputs(*loaded, *scale_x, *settings);
     if (!inputs.ok()) return ReportError(inputs.status());
@@ -127,24 +130,21 @@ int RunPriors(const PriorsFlags& flags) {
 
 }  // namespace
 
-GPSEL_REGISTER_COMMAND(priors, "priors",
-                       "print every prior of a kernel in natural units with its 95% interval "
-                       "(in x's units; with --data, beside the data's own scales)",
-                       [](CLI::App& sub) -> std::function<int()> {
-                         auto flags = std::make_shared<PriorsFlags>();
-                         sub.add_option("--kernel", flags->fit.kernels, "kernel expression")
-                             ->required();
-                         sub.add_option("--data", flags->fit.data_path,
-                                        "CSV file (optional): show the data's scales too");
-                         sub.add_option("--prior", flags->fit.priors,
-                                        "override a prior on a raw parameter: NAME=MEAN,SD");
-                         sub.add_option("--fix", flags->fit.fixed,
-                                        "fix a parameter at a natural value: NAME=VALUE");
-                         sub.add_option("--scale-x", flags->fit.scale_x,
-                                        "none, auto (needs --data) or a factor x is divided by")
-                             ->capture_default_str();
-                         sub.add_flag("--json", flags->fit.json, "print JSON");
-                         return [flags] { return RunPriors(*flags); };
-                       });
+CommandRunner SetupPriors(CLI::App& sub) {
+  auto flags = std::make_shared<PriorsFlags>();
+  sub.add_option("--kernel", flags->fit.kernels, "kernel expression")
+      ->required();
+  sub.add_option("--data", flags->fit.data_path,
+                 "CSV file or - for stdin (optional): show the data's scales too");
+  sub.add_option("--prior", flags->fit.priors,
+                 "override a prior on a raw parameter: NAME=MEAN,SD");
+  sub.add_option("--fix", flags->fit.fixed,
+                 "fix a parameter at a natural value: NAME=VALUE");
+  sub.add_option("--scale-x", flags->fit.scale_x,
+                 "none, auto (needs --data) or a factor x is divided by")
+      ->capture_default_str();
+  sub.add_flag("--json", flags->fit.json, "print JSON");
+  return [flags] { return RunPriors(*flags); };
+}
 
 }  // namespace gpsel::cli

@@ -1,5 +1,6 @@
 // `gpsel score`: fit each kernel and print the paper's metrics, one row per kernel, the best
-// value of every metric column marked; or JSON with --json. In-process unless --server is given.
+// value of every metric column marked; or, with --json, the ScoreResponse message in the protobuf
+// JSON mapping. In-process unless --server is given.
 #include <iostream>
 #include <algorithm>
 #include <map>
@@ -7,7 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bridge/convert.h"
+#include "cli/backend.h"
 #include "cli/cli_common.h"
+#include "cli/commands.h"
 #include "core/kernel_expr.h"
 #include "core/score.h"
 
@@ -16,6 +20,7 @@ namespace {
 
 struct ScoreFlags {
   FitFlags fit;
+  RemoteFlags remote;
   std::string metrics = "mll,map,aic,bic,lap,lap0,lap_aic,lap_bic";
   std::vector<double> laplace_r;
   int threads = 0;  // 0: one per core
@@ -99,7 +104,7 @@ void PrintWarnings(const std::vector<KernelScore>& scores) {
 }
 
 int RunScore(const ScoreFlags& flags) {
-  absl::StatusOr<Dataset> data = LoadCsvFile(flags.fit.data_path);
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
   if (!data.ok()) return ReportError(data.status());
   std::vector<KernelExpr> kernels;
   for (const std::string& text : flags.fit.kernels) {
@@ -128,68 +133,45 @@ int RunScore(const ScoreFlags& flags) {
   options.scale_x = *scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
-  std::vector<KernelScore> scores;
-  if (!flags.fit.server.empty()) {
-    if (!RemoteScoreHook()) {
-      return ReportError(absl::UnimplementedError(
-          "--server: this gpsel was built without the gRPC client (GPSEL_BUILD_SERVICE=OFF)"));
-    }
-    absl::StatusOr<std::vector<KernelScore>> remote =
-        RemoteScoreHook()(flags.fit.server, *data, kernels, options);
-    if (!remote.ok()) return ReportError(remote.status());
-    scores = *std::move(remote);
-  } else {
-    TerminalProgress progress(!flags.fit.json && StderrIsTerminal());
-    int failed = 0;
-    absl::StatusOr<std::vector<KernelScore>> local =
-        ScoreKernels(*data, kernels, options, progress.callback(), &failed);
-    progress.Finish();
-    if (!local.ok()) {
-      return ReportError(absl::Status(local.status().code(),
-                                      absl::StrCat(ToString(kernels[failed]), ": ",
-                                                   local.status().message())));
-    }
-    scores = *std::move(local);
-  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
+  if (!backend.ok()) return ReportError(backend.status());
+  TerminalProgress progress(!flags.fit.json && StderrIsTerminal());
+  absl::StatusOr<std::vector<KernelScore>> result =
+      (*backend)->Score(*data, kernels, options, progress.callback());
+  progress.Finish();
+  if (!result.ok()) return ReportError(result.status());
+  const std::vector<KernelScore>& scores = *result;
 
   PrintWarnings(scores);
   if (flags.fit.json) {
-    nlohmann::json out;
-    out["n"] = data->num_points();
-    out["standardized"] = options.standardize;
-    nlohmann::json results = nlohmann::json::array();
-    for (const KernelScore& s : scores) results.push_back(KernelScoreToJson(s));
-    out["results"] = results;
-    std::cout << out.dump(2) << "\n";
+    v1::ScoreResponse response;
+    for (const KernelScore& score : scores) bridge::ToProto(score, response.add_scores());
+    PrintJson(response);
   } else {
     PrintTable(scores, *metrics, *data);
   }
   return kExitOk;
 }
 
-GPSEL_REGISTER_COMMAND(score, "score",
-                       "fit kernels to a dataset and report MLL, MAP, AIC, BIC and Laplace metrics",
-                       [](CLI::App& sub) -> std::function<int()> {
-                         auto flags = std::make_shared<ScoreFlags>();
-                         AddDataFlag(sub, flags->fit);
-                         sub.add_option("--kernel", flags->fit.kernels,
-                                        "kernel expression, e.g. 'SE+LIN' (repeatable)")
-                             ->required();
-                         sub.add_option("--metrics", flags->metrics,
-                                        "comma-separated metrics or 'all' (adds lap_bic_half)")
-                             ->capture_default_str();
-                         sub.add_option("--threads", flags->threads,
-                                        "fit the random starts in parallel on N threads "
-                                        "(default 0 = one per core; same result for any N)")
-                             ->check(CLI::Range(0, 256));
-                         sub.add_option("--laplace-r", flags->laplace_r,
-                                        "extra Laplace variant with minimal correction r "
-                                        "(repeatable)");
-                         AddFitFlags(sub, flags->fit);
-                         sub.add_option("--server", flags->fit.server,
-                                        "HOST:PORT of a gpsel-server (default: run in-process)");
-                         return [flags] { return RunScore(*flags); };
-                       });
-
 }  // namespace
+
+CommandRunner SetupScore(CLI::App& sub) {
+  auto flags = std::make_shared<ScoreFlags>();
+  AddDataFlag(sub, flags->fit);
+  sub.add_option("--kernel", flags->fit.kernels, "kernel expression, e.g. 'SE+LIN' (repeatable)")
+      ->required();
+  sub.add_option("--metrics", flags->metrics,
+                 "comma-separated metrics or 'all' (adds lap_bic_half)")
+      ->capture_default_str();
+  sub.add_option("--threads", flags->threads,
+                 "fit the random starts in parallel on N threads (default 0 = one per core; "
+                 "same result for any N)")
+      ->check(CLI::Range(0, 256));
+  sub.add_option("--laplace-r", flags->laplace_r,
+                 "extra Laplace variant with minimal correction r (repeatable)");
+  AddFitFlags(sub, flags->fit);
+  AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
+  return [flags] { return RunScore(*flags); };
+}
+
 }  // namespace gpsel::cli

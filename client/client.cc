@@ -281,11 +281,7 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Client::Hea
 absl::StatusOr<std::vector<KernelScore>> Client::Score(const Dataset& data,
                                                        const std::vector<KernelExpr>& kernels,
                                                        const ScoreOptions& options) {
-  v1::ScoreRequest request;
-  bridge::ToProto(data, request.mutable_dataset());
-  for (const KernelExpr& kernel : kernels) request.add_kernels(ToString(kernel));
-  bridge::ScoreOptionsToProto(options, &request);
-  absl::StatusOr<v1::ScoreResponse> response = Score(request);
+  absl::StatusOr<v1::ScoreResponse> response = Score(bridge::ScoreRequestOf(data, kernels, options));
   if (!response.ok()) return response.status();
   std::vector<KernelScore> scores;
   for (const v1::KernelScore& score : response->scores()) {
@@ -296,12 +292,9 @@ absl::StatusOr<std::vector<KernelScore>> Client::Score(const Dataset& data,
 
 absl::StatusOr<SearchResult> Client::Search(const Dataset& data, const SearchOptions& options,
                                             const ProgressCallback& progress) {
-  v1::SearchRequest request;
-  bridge::ToProto(data, request.mutable_dataset());
-  bridge::SearchOptionsToProto(options, &request);
   absl::StatusOr<v1::SearchResult> result =
-      Search(request, [&progress](const v1::Progress& p) {
-        if (progress) (void)progress(Progress{p.stage(), p.fraction(), p.message()});
+      Search(bridge::SearchRequestOf(data, options), [&progress](const v1::Progress& p) {
+        if (progress) (void)progress(bridge::FromProto(p));
       });
   if (!result.ok()) return result.status();
   return bridge::FromProto(*result);
@@ -318,11 +311,8 @@ absl::StatusOr<PredictResult> Client::Predict(const Dataset& data, const KernelE
 
 absl::StatusOr<std::string> Client::SubmitEvidence(const Dataset& data, const KernelExpr& kernel,
                                                    const EvidenceOptions& options) {
-  v1::SubmitEvidenceRequest request;
-  bridge::ToProto(data, request.mutable_dataset());
-  request.set_kernel(ToString(kernel));
-  bridge::ToProto(options, request.mutable_options());
-  absl::StatusOr<v1::SubmitEvidenceResponse> response = SubmitEvidence(std::move(request));
+  absl::StatusOr<v1::SubmitEvidenceResponse> response =
+      SubmitEvidence(bridge::SubmitEvidenceRequestOf(data, kernel, options));
   if (!response.ok()) return response.status();
   return response->job().name();
 }
@@ -336,8 +326,7 @@ absl::StatusOr<EvidenceResult> Client::Evidence(const Dataset& data, const Kerne
   bool cancel_sent = false;
   absl::StatusOr<v1::Job> job = WaitJob(*name, [&](const v1::Job& update) {
     if (!progress || !stop.ok()) return;
-    stop = progress(Progress{update.progress().stage(), update.progress().fraction(),
-                             update.progress().message()});
+    stop = progress(bridge::FromProto(update.progress()));
     if (!stop.ok() && !cancel_sent) {
       cancel_sent = true;
       (void)CancelJob(*name);  // the job then ends CANCELLED and the wait returns

@@ -57,9 +57,19 @@ absl::Status ValidateDataset(const Dataset& data, const DatasetLimits& limits) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& limits) {
+namespace {
+
+// The numeric rows of CSV text: comma separated, optional header (every cell non-numeric),
+// '#' comment lines and blank lines skipped, every row as wide as the first.
+struct CsvTable {
   std::vector<std::vector<double>> rows;
   size_t columns = 0;
+};
+
+absl::StatusOr<CsvTable> ParseCsvTable(std::string_view text) {
+  CsvTable table;
+  std::vector<std::vector<double>>& rows = table.rows;
+  size_t& columns = table.columns;
   int line_number = 0;
   bool header_allowed = true;
   for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
@@ -112,6 +122,16 @@ absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& lim
     }
     rows.push_back(std::move(values));
   }
+  return table;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& limits) {
+  absl::StatusOr<CsvTable> table = ParseCsvTable(text);
+  if (!table.ok()) return table.status();
+  const std::vector<std::vector<double>>& rows = table->rows;
+  const size_t columns = table->columns;
   if (columns < 2 && !rows.empty()) {
     return absl::InvalidArgumentError(
         "csv: need at least two columns (inputs x…, then the target y last)");
@@ -132,6 +152,22 @@ absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& lim
     return absl::InvalidArgumentError(absl::StrCat("csv: ", s.message()));
   }
   return data;
+}
+
+absl::StatusOr<Eigen::MatrixXd> ParseCsvInputs(std::string_view text, int max_rows) {
+  absl::StatusOr<CsvTable> table = ParseCsvTable(text);
+  if (!table.ok()) return table.status();
+  if (table->rows.empty()) return absl::InvalidArgumentError("csv: has no rows of numbers");
+  if (static_cast<int64_t>(table->rows.size()) > max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("csv: ", table->rows.size(),
+                                                   " rows exceed the limit of ", max_rows));
+  }
+  Eigen::MatrixXd x(static_cast<Eigen::Index>(table->rows.size()),
+                    static_cast<Eigen::Index>(table->columns));
+  for (size_t i = 0; i < table->rows.size(); ++i) {
+    for (size_t c = 0; c < table->columns; ++c) x(i, c) = table->rows[i][c];
+  }
+  return x;
 }
 
 absl::StatusOr<Dataset> LoadCsvFile(const std::string& path, const DatasetLimits& limits) {

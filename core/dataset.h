@@ -37,8 +37,11 @@ absl::Status ValidateDataset(const Dataset& data, const DatasetLimits& limits = 
 // Errors name the line and column: "line 4, column 2: 'abc' is not a number".
 absl::StatusOr<Dataset> ParseCsv(std::string_view text, const DatasetLimits& limits = {});
 absl::StatusOr<Dataset> LoadCsvFile(const std::string& path, const DatasetLimits& limits = {});
+// Rows of inputs only (every column numeric, same layout rules as ParseCsv), e.g. the new
+// inputs of a prediction. INVALID_ARGUMENT naming the line, or for no rows / too many.
+absl::StatusOr<Eigen::MatrixXd> ParseCsvInputs(std::string_view text, int max_rows = 1'000'000);
 
-// y ↦ (y − mean)/sd with the sample standard deviation (n − 1). The priors of DESIGN §2 were
+// y ↦ (y − mean)/sd with the sample standard deviation (n − 1). The priors (the paper's appendix, Table 5) were
 // fitted on standardised data, so scoring standardises by default.
 struct Standardization {
   bool applied = false;

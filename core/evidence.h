@@ -1,5 +1,5 @@
 // Log model evidence of a GP kernel on a dataset by nested sampling over the raw
-// hyperparameters: log Z = log ∫ p(y | X, θ) p(θ) dθ with the priors of DESIGN §2 — the gold
+// hyperparameters: log Z = log ∫ p(y | X, θ) p(θ) dθ with the priors of the paper's appendix (core/hyperparameters.h) — the gold
 // standard the paper judges every other metric against.
 //
 //   gpsel::EvidenceOptions options;          // dlogz 0.01, static, seed 0, standardised y

@@ -1,5 +1,5 @@
 // Hyperparameters in raw space: softplus transform, the paper's default Normal priors
-// (DESIGN §2 / paper appendix table), user overrides and fixed parameters.
+// (the paper's appendix, Table 5), user overrides and fixed parameters.
 //
 // Every hyperparameter is a raw real r with natural value softplus(r) = log(1 + e^r); the noise
 // variance is 1e-4 + softplus(r_noise). Optimisation, priors and Hessians live in raw space.

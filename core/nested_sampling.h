@@ -1,6 +1,6 @@
 // Nested sampling (Skilling 2006) for the log evidence log Z = log ∫ L(θ) π(θ) dθ over R^u
 // with an independent Gaussian prior π = Π_i Normal(mean_i, sd_i) — the GP hyperparameters in
-// "raw" space (DESIGN.md §2). Static runs with multi-ellipsoid rejection sampling (MultiNest,
+// "raw" space (core/hyperparameters.h). Static runs with multi-ellipsoid rejection sampling (MultiNest,
 // Feroz et al. 2009; dynesty, Speagle 2020) in low dimension and slice sampling in high
 // dimension, and dynamic nested sampling (Higson et al. 2019) that adds live points where they
 // reduce the error most until a target error is met.

@@ -1,5 +1,5 @@
 // Scoring a kernel on a dataset with the paper's metrics, all on the log-evidence scale
-// (higher is better), DESIGN §2:
+// (higher is better), the paper's Sec. 3 and its appendix derivations:
 //   MLL = L̂            AIC = L̂ − u          BIC = L̂ − (u/2) log n           (MLL fit)
 //   MAP = L̂_MAP + log p(θ̂_MAP)                                              (MAP fit)
 //   Lap_r = MAP + (u/2) log 2π − ½ Σ log max(λ_i, 2π e^{−2r})  (paper eq. 3 and Lemma 3.1)

@@ -6,7 +6,7 @@
 // as S + B and S * B, and every base-kernel leaf replaced by another base kernel — scores the
 // candidates that stay within the depth limit (at most `max_depth` base kernels), and moves to the
 // best. It stops when no candidate beats the best kernel found so far, or after `max_depth` steps.
-// Every metric is "higher is better" (log-evidence scale, DESIGN §2).
+// Every metric is "higher is better" (log-evidence scale, core/score.h).
 //
 // Beyond the paper: a beam of width k (1 = greedy CKS); candidates deduplicated canonically and
 // cached, so an equal kernel is fitted once; candidates fitted in parallel with results that do

@@ -109,10 +109,10 @@ if [ "${GPSEL_BUILD_CHECK_PHASE:-}" = run ]; then
     || die "remote score failed"
   "$GPSEL_CLI" score --server "127.0.0.1:$GRPC_PORT" --data "$REPO/data/interpretable_linear.csv" \
     --no-standardize --kernel SE --json >"$workdir/score.json" || die "remote score --json failed"
-  # Acceptance numbers (DESIGN.md section 2): SE on this dataset, no standardisation.
+  # Acceptance numbers (README, "The paper's example"): SE on this dataset, no standardisation.
   python3 - "$workdir/score.json" <<'PY' || die "remote score numbers differ from the acceptance example"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"][0]
+r = json.load(open(sys.argv[1]))["scores"][0]
 m = r["metrics"]
 want = {"mll": -5.287, "map": -9.174, "lap": -8.144, "aic": -7.287, "bic": -7.590}
 got = {k: m[k] for k in want}

@@ -80,10 +80,7 @@ class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> 
   void PushProgress(const Progress& progress) {
     std::lock_guard<std::mutex> lock(mutex_);
     v1::SearchResponse event;
-    v1::Progress* p = event.mutable_progress();
-    p->set_stage(progress.stage);
-    p->set_fraction(progress.fraction);
-    p->set_message(progress.message);
+    bridge::ToProto(progress, event.mutable_progress());
     pending_progress_ = std::move(event);
     PumpLocked();
   }

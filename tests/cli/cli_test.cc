@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "tests/cli/json_keys.h"
 
 namespace {
 
@@ -50,10 +53,10 @@ TEST(CliTest, ScoreJsonReproducesThePaperExample) {
   CliRun run = RunGpsel("score --data " + kExample + " --kernel SE --no-standardize --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
-  EXPECT_EQ(j["n"], 10);
-  EXPECT_EQ(j["standardized"], false);
-  ASSERT_EQ(j["results"].size(), 1u);
-  const auto& r = j["results"][0];
+  ASSERT_EQ(j["scores"].size(), 1u);
+  const auto& r = j["scores"][0];
+  EXPECT_EQ(r["num_points"], 10);
+  EXPECT_EQ(r["standardized"], false);
   EXPECT_EQ(r["kernel"], "SE");
   EXPECT_EQ(r["num_hyperparameters"], 2);
   EXPECT_NEAR(r["metrics"]["mll"].get<double>(), -5.287, 0.005);
@@ -66,9 +69,9 @@ TEST(CliTest, ScoreJsonReproducesThePaperExample) {
   EXPECT_NEAR(r["metrics"]["lap_bic"].get<double>(), -13.779, 0.005);
   EXPECT_NEAR(r["map_fit"]["values"]["SE.lengthscale"].get<double>(), 0.975, 0.005);
   EXPECT_GT(r["mll_fit"]["values"]["noise"].get<double>(), 1e-4);
-  ASSERT_EQ(r["hessian_eigenvalues"].size(), 2u);
-  EXPECT_NEAR(r["hessian_eigenvalues"][0].get<double>(), 1.346, 0.005);
-  EXPECT_NEAR(r["hessian_eigenvalues"][1].get<double>(), 3.741, 0.005);
+  ASSERT_EQ(r["laplace"]["eigenvalues"].size(), 2u);
+  EXPECT_NEAR(r["laplace"]["eigenvalues"][0].get<double>(), 1.346, 0.005);
+  EXPECT_NEAR(r["laplace"]["eigenvalues"][1].get<double>(), 3.741, 0.005);
 }
 
 const std::string kSunspots = std::string(GPSEL_DATA_DIR) + "/sunspots_yearly.csv";
@@ -78,7 +81,7 @@ TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
   CliRun run = RunGpsel("score --data " + kSunspots + " --kernel 'C*PER*SE' --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
-  const auto& r = j["results"][0];
+  const auto& r = j["scores"][0];
   for (const char* fit : {"mll_fit", "map_fit"}) {
     EXPECT_TRUE(r[fit].contains("log_likelihood")) << fit;
     EXPECT_TRUE(r[fit].contains("log_prior")) << fit;
@@ -86,7 +89,9 @@ TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
     // 5 prior draws, and the 2 data-informed starts in the MLL fit.
     EXPECT_GE(r[fit]["starts"].get<int>(), std::string(fit) == "mll_fit" ? 7 : 5) << fit;
     EXPECT_THAT(r[fit]["best_start_kind"].get<std::string>(),
-                testing::AnyOf("prior", "data", "nested", "cross", "given"));
+                testing::AnyOf("START_KIND_PRIOR_DRAW", "START_KIND_DATA_INFORMED",
+                               "START_KIND_NESTED_PARENT", "START_KIND_CROSS_SEEDED",
+                               "START_KIND_GIVEN"));
   }
   EXPECT_EQ(r["x_scale"].get<double>(), 1.0);
   // x in years: the MLL period (about 10.5) is far outside the period prior.
@@ -104,7 +109,7 @@ TEST(CliTest, ScaleXAutoReportsValuesInTheFilesUnits) {
                         " --kernel 'C*PER*SE' --metrics mll,map --scale-x auto --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
-  const auto& r = j["results"][0];
+  const auto& r = j["scores"][0];
   EXPECT_GT(r["x_scale"].get<double>(), 9.0);
   EXPECT_THAT(r["x_scale_reason"].get<std::string>(), testing::HasSubstr("auto"));
   EXPECT_NEAR(r["map_fit"]["values"]["PER.period"].get<double>(), 10.5, 1.0);
@@ -155,8 +160,8 @@ TEST(CliTest, SameSeedSameJson) {
   CliRun a = RunGpsel(args), b = RunGpsel(args);
   ASSERT_EQ(a.exit_code, 0);
   nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
-  ja["results"][0].erase("seconds");
-  jb["results"][0].erase("seconds");
+  ja["scores"][0].erase("seconds");
+  jb["scores"][0].erase("seconds");
   EXPECT_EQ(ja, jb);
 }
 
@@ -212,8 +217,73 @@ TEST(CliTest, FixedPeriodIsNotFitted) {
                      " --kernel 'SE*PER' --fix PER.period=1 --metrics map --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
-  EXPECT_EQ(j["results"][0]["num_hyperparameters"], 3);  // SE.lengthscale, PER.lengthscale, noise
-  EXPECT_NEAR(j["results"][0]["map_fit"]["values"]["PER.period"].get<double>(), 1.0, 1e-12);
+  EXPECT_EQ(j["scores"][0]["num_hyperparameters"], 3);  // SE.lengthscale, PER.lengthscale, noise
+  EXPECT_NEAR(j["scores"][0]["map_fit"]["values"]["PER.period"].get<double>(), 1.0, 1e-12);
+}
+
+// One JSON: every command's --json is the protobuf JSON mapping of its response message with the
+// .proto field names; the key paths of each are pinned by a golden file (tests/cli/golden/).
+TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
+  const struct {
+    const char* name;
+    std::string args;
+  } cases[] = {
+      {"score", "score --data " + kExample + " --kernel SE --no-standardize --json"},
+      {"search", "search --data " + kExample + " --base SE,LIN --depth 1 --threads 1 --json"},
+      {"evidence", "evidence --data " + kExample +
+                       " --kernel SE --no-standardize --nlive 50 --dlogz 0.5 --json"},
+      {"predict", "predict --data " + kExample + " --kernel SE --grid 0:1:3 --json"},
+      {"predict_given", "predict --data " + kExample +
+                            " --kernel SE --grid 0:1:3 --hyperparameter SE.lengthscale=1"
+                            " --hyperparameter noise=0.1 --json"},
+      {"priors", "priors --kernel SE --json"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    CliRun run = RunGpsel(c.args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    gpsel::testing_json::ExpectGoldenKeys(c.name, run.out);
+    // snake_case field names throughout, never the lowerCamelCase of the default mapping.
+    EXPECT_EQ(run.out.find("numHyperparameters"), std::string::npos);
+    EXPECT_EQ(run.out.find("logLikelihood"), std::string::npos);
+  }
+}
+
+TEST(CliTest, DataFromStdinAndPredictCsv) {
+  CliRun piped = RunGpsel("score --data - --kernel SE --no-standardize --json < " + kExample);
+  CliRun file = RunGpsel("score --data " + kExample + " --kernel SE --no-standardize --json");
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  nlohmann::json a = nlohmann::json::parse(piped.out), b = nlohmann::json::parse(file.out);
+  a["scores"][0].erase("seconds");
+  b["scores"][0].erase("seconds");
+  EXPECT_EQ(a, b);
+  CliRun bad = RunGpsel("score --data - --kernel SE < /dev/null");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("stdin"));
+
+  // --format csv: x, mean, sd, sd_with_noise; at a given point the numbers of --json.
+  const std::string args = "predict --data " + kExample +
+                           " --kernel SE --grid 0.5:0.5:1 --hyperparameter SE.lengthscale=1"
+                           " --hyperparameter noise=0.1 --no-standardize";
+  CliRun csv = RunGpsel(args + " --format csv");
+  CliRun json = RunGpsel(args + " --json");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  std::istringstream lines(csv.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header, "x,mean,sd,sd_with_noise");
+  double x = 0, mean = 0, sd = 0, sd_noise = 0;
+  ASSERT_EQ(std::sscanf(row.c_str(), "%lf,%lf,%lf,%lf", &x, &mean, &sd, &sd_noise), 4) << row;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(x, 0.5);
+  EXPECT_NEAR(mean, j["mean"][0].get<double>(), 1e-9 * std::abs(mean));
+  EXPECT_NEAR(sd * sd, j["variance"][0].get<double>(), 1e-8);
+  EXPECT_NEAR(sd_noise * sd_noise - sd * sd, 0.1, 1e-8);  // the given noise variance
+  EXPECT_EQ(RunGpsel(args + " --format xml").exit_code, 2);
+  // Connection flags without --server are a usage error, not silently ignored.
+  EXPECT_EQ(RunGpsel(args + " --tls").exit_code, 2);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 //    local maxima; the same seed gives bit-identical results, other seeds the same optimum on the
 //    paper's example; warm starts are an extra start that never replaces a random one; bad
 //    options are INVALID_ARGUMENT; cancellation is honoured.
-//  * ScoreKernel: the metric identities of DESIGN §2, standardisation reported, an undefined Lap
+//  * ScoreKernel: the metric identities of the paper's Sec. 3 (core/score.h), standardisation reported, an undefined Lap
 //    (MAP Hessian with a negative eigenvalue) reported instead of crashing.
 //  * LaplaceScore by hand for r = 0, −1, −log n and its monotonicity/bounds; metric parsing.
 //  * Predict against an independent Eigen computation; interpolation of near-noise-free data.

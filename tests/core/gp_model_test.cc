@@ -5,7 +5,7 @@
 //    kernel and a set of composites, at 20 raw vectors drawn from the prior per kernel, on random
 //    1-D data (which contains x = 0 exactly, where LIN factors vanish) and on 2-D data with active
 //    dimensions. A per-kernel table of the worst relative errors is printed and recorded.
-//  * The covariance and the log likelihood against an independent implementation of DESIGN §2
+//  * The covariance and the log likelihood against an independent implementation of the paper's Eq. (1)
 //    written here (closed-form base kernels, Eigen LLT), kernel algebra (k_{a+b} = k_a + k_b,
 //    k_{a·b} = k_a ∘ k_b, operand order and grouping irrelevant), the noise floor, fixed
 //    parameters, parameter names, argument errors and a near-singular (jitter) case.
@@ -97,7 +97,7 @@ Data Random2D(uint64_t seed = 11, int n = 18) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Independent reference implementation of DESIGN §2 (no code shared with core/).
+// Independent reference implementation of the paper's Eq. (1) (no code shared with core/).
 
 double RefBase(BaseKernel base, const std::vector<double>& th, const Eigen::RowVectorXd& a,
                const Eigen::RowVectorXd& b) {

@@ -235,7 +235,7 @@ TEST(NestedSamplingTest, SliceSamplingInEightDimensions) {
   EXPECT_NEAR(r.log_evidence, p.log_z, std::max(0.05, 3 * r.log_evidence_error));
 }
 
-// The paper's appendix example (DESIGN.md §2): SE kernel, 10 points, no standardisation;
+// The paper's appendix example (the paper's Sec. 4.1): SE kernel, 10 points, no standardisation;
 // exact log Z = -8.032.
 TEST(NestedSamplingTest, PaperGpExample) {
   static const double xs[] = {0, 1.0 / 9, 2.0 / 9, 3.0 / 9, 4.0 / 9, 5.0 / 9, 6.0 / 9, 7.0 / 9, 8.0 / 9, 1};

@@ -1,4 +1,4 @@
-// The paper's interpretable example (DESIGN §2): all eight metrics, the MAP optimum and the
+// The paper's interpretable example (the paper's Sec. 4.1): all eight metrics, the MAP optimum and the
 // Hessian eigenvalues; metric parsing; Laplace clamping rules; option validation.
 #include "core/score.h"
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pty.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "bridge/convert.h"
+#include "tests/cli/json_keys.h"
 #include "tests/server/server_test_util.h"
 
 namespace gpsel::testing {
@@ -242,7 +244,9 @@ TEST_F(CliRemoteTest, SearchRemoteStreamsProgressAndEqualsInProcess) {
 }
 
 TEST_F(CliRemoteTest, HealthJobsAndPredict) {
-  EXPECT_EQ(RunCommand(Cli("health --server " + address_)).exit_code, 0);
+  CommandResult health = RunCommand(Cli("health --json --server " + address_));
+  EXPECT_EQ(health.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(health.output).at("status"), "SERVING");
   EXPECT_NE(RunCommand(Cli("health --timeout 2 --server 127.0.0.1:1")).exit_code, 0);
 
   CommandResult submitted = RunCommand(Cli(absl::StrCat(
@@ -250,18 +254,21 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
       " --kernel SE --no-standardize --nlive 150 --dlogz 0.1 --detach --json --server ",
       address_)));
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  const std::string id = nlohmann::json::parse(submitted.output).at("job");
-  ASSERT_FALSE(id.empty());
+  // The SubmitEvidenceResponse: the job, named "jobs/{id}".
+  gpsel::testing_json::ExpectGoldenKeys("evidence_detach", submitted.output);
+  const std::string id = nlohmann::json::parse(submitted.output).at("job").at("name");
+  ASSERT_TRUE(absl::StartsWith(id, "jobs/")) << id;
 
   CommandResult waited = RunCommand(Cli("jobs wait " + id + " --json --server " + address_));
   ASSERT_EQ(waited.exit_code, 0) << waited.output;
+  gpsel::testing_json::ExpectGoldenKeys("jobs_wait", waited.output);
   nlohmann::json job = nlohmann::json::parse(waited.output);
-  EXPECT_EQ(job.at("state"), "SUCCEEDED");
-  EXPECT_TRUE(job.at("result").at("log_evidence").is_number());
+  EXPECT_EQ(job.at("state"), "JOB_STATE_SUCCEEDED");
+  EXPECT_TRUE(job.at("evidence_result").at("log_evidence").is_number());
 
   CommandResult got = RunCommand(Cli("jobs get " + id + " --json --server " + address_));
   ASSERT_EQ(got.exit_code, 0);
-  EXPECT_EQ(nlohmann::json::parse(got.output).at("state"), "SUCCEEDED");
+  EXPECT_EQ(nlohmann::json::parse(got.output).at("state"), "JOB_STATE_SUCCEEDED");
   CommandResult listed = RunCommand(Cli("jobs list --json --server " + address_));
   ASSERT_EQ(listed.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(listed.output).at("jobs").size(), 1u);
@@ -286,7 +293,25 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
   CommandResult remote_predict = RunCommand(Cli(predict_args + " --server " + address_));
   ASSERT_EQ(local_predict.exit_code, 0);
   ASSERT_EQ(remote_predict.exit_code, 0) << remote_predict.output;
-  EXPECT_EQ(remote_predict.output, local_predict.output);
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote_predict.output)),
+            WithoutTimes(nlohmann::json::parse(local_predict.output)));
+  // CSV: a header and one row per grid point, the same numbers on both sides.
+  const std::string csv_args =
+      absl::StrCat("predict --data ", DataPath("interpretable_linear.csv"),
+                   " --kernel SE --grid 0:1:5 --no-standardize --format csv");
+  CommandResult local_csv = RunCommand(Cli(csv_args));
+  CommandResult remote_csv = RunCommand(Cli(csv_args + " --server " + address_));
+  ASSERT_EQ(local_csv.exit_code, 0) << local_csv.output;
+  EXPECT_TRUE(absl::StartsWith(local_csv.output, "x,mean,sd,sd_with_noise\n")) << local_csv.output;
+  EXPECT_EQ(std::count(local_csv.output.begin(), local_csv.output.end(), '\n'), 6);
+  EXPECT_EQ(remote_csv.output, local_csv.output);
+  // score takes --token-file like every command (it used to read only $GPSEL_AUTH_TOKEN): an
+  // unreadable token file is the CLI's own error, exit 2, before any call.
+  CommandResult bad_token = RunCommand(Cli(absl::StrCat(
+      "score --data ", DataPath("interpretable_linear.csv"),
+      " --kernel SE --token-file /nonexistent/token --server ", address_, " 2>&1")));
+  EXPECT_EQ(bad_token.exit_code, 2) << bad_token.output;
+  EXPECT_THAT(bad_token.output, HasSubstr("--token-file"));
 }
 
 TEST(TlsTest, TlsServerAcceptsTrustingClientsOnly) {

@@ -74,7 +74,7 @@ TEST_F(ServiceTest, ScoreMatchesInProcessBitForBit) {
     EXPECT_EQ(r.laplace->eigenvalues, local->laplace->eigenvalues);
     EXPECT_EQ(r.laplace->covariance, local->laplace->covariance);
   }
-  // The paper's acceptance numbers (DESIGN §2) survive the trip.
+  // The paper's acceptance numbers (the paper's Sec. 4.1 example, tests/core/score_test.cc) survive the trip.
   EXPECT_NEAR((*remote)[0].metrics.at("mll"), -5.287, 0.005);
   EXPECT_NEAR((*remote)[0].metrics.at("lap"), -8.144, 0.005);
 }
@@ -605,8 +605,12 @@ TEST(ServiceShutdownTest, DrainsRunningCallsAndRefusesNewOnes) {
   const Dataset data = MaunaLoa(200);
   ScoreOptions score;
   score.fit.restarts = 5;
+  // Connected before the shutdown starts, so that on a loaded machine the call is not still
+  // dialling when the server stops accepting connections.
+  std::unique_ptr<Client> client = Connect(port);
+  ASSERT_TRUE(client->Health().ok());
   auto running = std::async(std::launch::async, [&] {
-    return Connect(port)->Score(data, {*ParseKernel("C*SE + C*RQ")}, score).status();
+    return client->Score(data, {*ParseKernel("C*SE + C*RQ")}, score).status();
   });
   absl::SleepFor(absl::Milliseconds(300));
   auto shutdown = std::async(std::launch::async, [&] { (*server)->Shutdown(); });
@@ -617,7 +621,8 @@ TEST(ServiceShutdownTest, DrainsRunningCallsAndRefusesNewOnes) {
   once.timeout = absl::Seconds(2);
   absl::Status late = (*Client::Create(once))->Score(data, {*ParseKernel("SE")}, score).status();
   EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable) << late;
-  EXPECT_TRUE(running.get().ok());  // the running call finished normally
+  const absl::Status finished = running.get();
+  EXPECT_TRUE(finished.ok()) << finished;  // the running call finished normally
   shutdown.get();
   server->reset();
   std::filesystem::remove_all(dir);

@@ -1,0 +1,111 @@
+// RemoteBackend: every command on a gpsel-server through the client library (client/client.h),
+// plus the connection flags shared by all commands.
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "bridge/convert.h"
+#include "cli/backend.h"
+
+namespace gpsel::cli {
+namespace {
+
+class RemoteBackend : public Backend {
+ public:
+  explicit RemoteBackend(std::unique_ptr<Client> client) : client_(std::move(client)) {}
+
+  std::string Describe() const override { return client_->options().target; }
+
+  absl::StatusOr<std::vector<KernelScore>> Score(const Dataset& data,
+                                                 const std::vector<KernelExpr>& kernels,
+                                                 const ScoreOptions& options,
+                                                 const ProgressCallback&) override {
+    return client_->Score(data, kernels, options);
+  }
+
+  absl::StatusOr<SearchResult> Search(const Dataset& data, const SearchOptions& options,
+                                      const ProgressCallback& progress) override {
+    return client_->Search(data, options, progress);
+  }
+
+  absl::StatusOr<EvidenceResult> Evidence(const Dataset& data, const KernelExpr& kernel,
+                                          const EvidenceOptions& options,
+                                          const ProgressCallback& progress) override {
+    return client_->Evidence(data, kernel, options, progress);
+  }
+
+  absl::StatusOr<v1::SubmitEvidenceResponse> SubmitEvidence(
+      const Dataset& data, const KernelExpr& kernel, const EvidenceOptions& options) override {
+    return client_->SubmitEvidence(bridge::SubmitEvidenceRequestOf(data, kernel, options));
+  }
+
+  absl::StatusOr<PredictResult> Predict(const Dataset& data, const KernelExpr& kernel,
+                                        const Eigen::MatrixXd& x_new,
+                                        const PredictOptions& options,
+                                        const ProgressCallback&) override {
+    return client_->Predict(data, kernel, x_new, options);
+  }
+
+ private:
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace
+
+void AddRemoteFlags(CLI::App& sub, RemoteFlags& flags, bool server_required,
+                    double default_timeout_seconds) {
+  flags.timeout_seconds = default_timeout_seconds;
+  auto* server = sub.add_option("--server", flags.server,
+                                server_required
+                                    ? "HOST:PORT of a gpsel-server"
+                                    : "HOST:PORT of a gpsel-server (default: run in-process)");
+  if (server_required) server->required();
+  sub.add_option("--timeout", flags.timeout_seconds, "deadline of each call to the server, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--token-file", flags.token_file,
+                 "file with the bearer token (default: $GPSEL_AUTH_TOKEN)");
+  sub.add_flag("--tls", flags.tls, "connect with TLS (system roots unless --tls-ca)");
+  sub.add_option("--tls-ca", flags.tls_ca, "PEM file of the CA to trust (implies --tls)");
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Connect(const RemoteFlags& flags) {
+  ClientOptions options;
+  options.target = flags.server;
+  options.timeout = absl::Seconds(flags.timeout_seconds);
+  options.tls = flags.tls;
+  options.tls_ca_file = flags.tls_ca;
+  if (!flags.token_file.empty()) {
+    std::ifstream in(flags.token_file);
+    std::getline(in, options.auth_token);
+    absl::StripTrailingAsciiWhitespace(&options.auth_token);
+    if (options.auth_token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--token-file: '", flags.token_file, "' is missing or empty"));
+    }
+  }
+  options.ApplyEnvironment();
+  return Client::Create(options);
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const RemoteFlags& flags) {
+  if (flags.server.empty()) {
+    if (!flags.token_file.empty() || flags.tls || !flags.tls_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "--token-file/--tls/--tls-ca: need --server (without it gpsel runs in-process)");
+    }
+    return MakeLocalBackend();
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect(flags);
+  if (!client.ok()) return client.status();
+  return MakeRemoteBackend(*std::move(client));
+}
+
+std::unique_ptr<Backend> MakeRemoteBackend(std::unique_ptr<Client> client) {
+  return std::make_unique<RemoteBackend>(std::move(client));
+}
+
+}  // namespace gpsel::cli
