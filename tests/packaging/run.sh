@@ -64,6 +64,8 @@ for binary in gpsel gpsel-server; do
     die "installed $binary has no run path to the pthread OpenBLAS: $(grep -E 'RUNPATH|RPATH' <<<"$dynamic")"
 done
 
+"$prefix/bin/gpsel" --help >/dev/null || die "the installed gpsel does not run"
+
 # 1. pkg-config, core only. Compiled in the background while the consumer builds (2 cores).
 export PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 flags="$(pkg-config --cflags --libs gpsel)" || die "pkg-config --cflags --libs gpsel failed"
