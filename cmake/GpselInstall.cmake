@@ -20,7 +20,8 @@ if(TARGET gpsel_client)
 endif()
 foreach(target IN LISTS gpsel_exported)
   string(REGEX REPLACE "^gpsel_" "" name ${target})
-  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})  # gpsel::core, not gpsel::gpsel_core
+  # gpsel::core, not gpsel::gpsel_core
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
 endforeach()
 
 # The top CMakeLists.txt compiles everything with -march=x86-64-v3 when GPSEL_CPU_LEVEL allows,
@@ -40,8 +41,8 @@ install(TARGETS ${gpsel_exported} EXPORT gpselTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(folder IN LISTS gpsel_header_folders)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/ DESTINATION ${GPSEL_INSTALL_HEADERDIR}/${folder}
-    FILES_MATCHING PATTERN "*.h")
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/
+    DESTINATION ${GPSEL_INSTALL_HEADERDIR}/${folder} FILES_MATCHING PATTERN "*.h")
 endforeach()
 if(TARGET gpsel_proto)
   # protoc's headers (gpsel/v1, google/rpc, grpc/health/v1), generated in proto/CMakeLists.txt.

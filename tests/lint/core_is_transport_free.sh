@@ -30,7 +30,8 @@ while IFS=: read -r file line layer path; do
 done < <(gpsel_includes core)
 
 [ -f "$library" ] || { echo "core_is_transport_free: $library not built"; exit 1; }
-symbols="$(nm -C "$library" 2>/dev/null | grep -E '(^|[^[:alnum:]_:])(grpc|grpc_impl|google::protobuf|prometheus)::' || true)"
+transport='(^|[^[:alnum:]_:])(grpc|grpc_impl|google::protobuf|prometheus)::'
+symbols="$(nm -C "$library" 2>/dev/null | grep -E "$transport" || true)"
 if [ -n "$symbols" ]; then
   echo "$symbols" | head -n 20
   echo "$library: $(wc -l <<<"$symbols") transport symbol(s) (first 20 above)"

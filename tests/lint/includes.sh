@@ -21,7 +21,10 @@ gpsel_includes() {
         path = rest; sub(/^[^<"]*[<"]/, "", path); sub(/[">].*/, "", path)
         layer = "-"
         if (path ~ /^(gpsel\/v1|google\/rpc|grpc\/health\/v1)\//) layer = "proto"
-        else if (index(path, "/") > 0) { top = path; sub(/\/.*/, "", top); if (top in gpsel) layer = top }
+        else if (index(path, "/") > 0) {
+          top = path; sub(/\/.*/, "", top)
+          if (top in gpsel) layer = top
+        }
         print file ":" line ":" layer ":" path
       }'
 }

@@ -32,7 +32,8 @@ for folder in $gpsel_folders; do
     case " ${allowed[$folder]} " in
       *" $layer "*) ;;
       *)
-        echo "$file:$line: $folder/ must not include \"$path\" ($layer/); $folder/ may include: ${allowed[$folder]}"
+        echo "$file:$line: $folder/ must not include \"$path\" ($layer/);" \
+          "$folder/ may include: ${allowed[$folder]}"
         failures=$((failures + 1))
         ;;
     esac

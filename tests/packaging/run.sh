@@ -61,7 +61,8 @@ done
 for binary in gpsel gpsel-server; do
   dynamic="$(readelf -d "$prefix/bin/$binary")"
   grep -E '\((RUNPATH|RPATH)\).*/openblas-pthread' <<<"$dynamic" >/dev/null ||
-    die "installed $binary has no run path to the pthread OpenBLAS: $(grep -E 'RUNPATH|RPATH' <<<"$dynamic")"
+    die "installed $binary has no run path to the pthread OpenBLAS:" \
+      "$(grep -E 'RUNPATH|RPATH' <<<"$dynamic")"
 done
 
 "$prefix/bin/gpsel" --help >/dev/null || die "the installed gpsel does not run"
@@ -72,8 +73,8 @@ flags="$(pkg-config --cflags --libs gpsel)" || die "pkg-config --cflags --libs g
 log "pkg-config --cflags --libs gpsel: $flags"
 # The same compiler launcher (ccache) as the CMake builds when one is set in the environment.
 # shellcheck disable=SC2086  # the launcher and the flags are words
-${CMAKE_CXX_COMPILER_LAUNCHER:-} ${CXX:-c++} -std=c++17 -O1 -o "$work/pkgconfig_check" "$source/tests/packaging/pkgconfig_check.cc" \
-  $flags >"$work/pkgconfig_check.log" 2>&1 &
+${CMAKE_CXX_COMPILER_LAUNCHER:-} ${CXX:-c++} -std=c++17 -O1 -o "$work/pkgconfig_check" \
+  "$source/tests/packaging/pkgconfig_check.cc" $flags >"$work/pkgconfig_check.log" 2>&1 &
 pkg_build_pid=$!
 
 # 2. The CMake consumer.
@@ -84,7 +85,10 @@ if ! cmake -S "$source/tests/packaging/consumer" -B "$work/consumer-build" \
   cat "$work/consumer.log"
   die "the consumer project did not configure or build"
 fi
-wait "$pkg_build_pid" || { cat "$work/pkgconfig_check.log"; die "pkg-config program did not build"; }
+if ! wait "$pkg_build_pid"; then
+  cat "$work/pkgconfig_check.log"
+  die "the pkg-config program did not build"
+fi
 pkg_out="$("$work/pkgconfig_check" "$csv")" || die "pkgconfig_check failed: $pkg_out"
 log "$pkg_out"
 
@@ -95,7 +99,8 @@ log "$pkg_out"
 server_pid=$!
 port=""
 for _ in $(seq 1 300); do
-  port="$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$work/server.out" | head -n1)"
+  port="$(sed -n '/listening on/{s/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p;q}' \
+    "$work/server.out")"
   [ -n "$port" ] && break
   kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; die "gpsel-server exited"; }
   sleep 0.1
@@ -111,7 +116,8 @@ grep -qx 'consumer: OK' <<<"$consumer_out" || die "consumer did not print OK"
 # The pkg-config program ran the same core code with the same options: same MLL.
 local_mll="$(sed -n 's/^consumer: SE mll local \([^ ]*\) .*/\1/p' <<<"$consumer_out")"
 pkg_mll="$(sed -n 's/^pkgconfig_check: SE mll \(.*\)/\1/p' <<<"$pkg_out")"
-awk -v a="$local_mll" -v b="$pkg_mll" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-9 && d > -1e-9) }' ||
+awk -v a="$local_mll" -v b="$pkg_mll" \
+    'BEGIN { d = a - b; exit !(a != "" && b != "" && d < 1e-9 && d > -1e-9) }' ||
   die "pkg-config program's MLL $pkg_mll differs from the consumer's $local_mll"
 
 cleanup
