@@ -88,7 +88,9 @@ void PrintRow(const Row& r, double exact) {
 
 Row RunSeeds(const std::string& problem, const gpsel::Dataset& data, const gpsel::KernelExpr& k,
              bool standardize, bool dynamic, int seeds) {
-  Row row{problem, dynamic ? "dynamic" : "static"};
+  Row row;
+  row.problem = problem;
+  row.mode = dynamic ? "dynamic" : "static";
   for (int seed = 0; seed < seeds; ++seed) {
     gpsel::EvidenceOptions options;
     options.standardize = standardize;

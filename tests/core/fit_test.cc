@@ -180,7 +180,9 @@ void ExpectStationaryLocalMaximum(const GpModel& model, FitObjective objective,
   }
   // A local maximum: the Hessian of the objective restricted to the interior parameters has
   // no clearly positive eigenvalue, and no nearby point does better.
-  if (m > 0) EXPECT_LE(eig.eigenvalues().maxCoeff(), 1e-6) << fit->Summary();
+  if (m > 0) {
+    EXPECT_LE(eig.eigenvalues().maxCoeff(), 1e-6) << fit->Summary();
+  }
   std::mt19937_64 rng(1);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int t = 0; t < 20; ++t) {

@@ -245,7 +245,9 @@ FdError CheckAgainstFiniteDifferences(const GpModel& model, const Eigen::VectorX
   EXPECT_EQ(hess->hessian.rows(), u);
   EXPECT_EQ(hess->hessian.cols(), u);
   err.finite = std::isfinite(*value) && gradient.allFinite() && hess->hessian.allFinite();
-  if (u > 0) EXPECT_EQ((hess->hessian - hess->hessian.transpose()).cwiseAbs().maxCoeff(), 0.0);
+  if (u > 0) {
+    EXPECT_EQ((hess->hessian - hess->hessian.transpose()).cwiseAbs().maxCoeff(), 0.0);
+  }
 
   auto value_at = [&](const Eigen::VectorXd& r) {
     absl::StatusOr<double> v = model.LogLikelihood(r);
@@ -848,7 +850,9 @@ TEST(GpModelLikelihoodTest, SoftplusHelpers) {
     const double expected = r > 30 ? r + std::log1p(std::exp(-r)) : RefSoftplus(r);
     EXPECT_NEAR(Softplus(r), expected, 1e-15 * expected) << r;
     EXPECT_NEAR(Sigmoid(r), 1.0 / (1.0 + std::exp(-r)), 1e-16) << r;
-    if (r > -35.0) EXPECT_NEAR(InverseSoftplus(Softplus(r)), r, 1e-9 * std::max(1.0, std::abs(r)));
+    if (r > -35.0) {
+      EXPECT_NEAR(InverseSoftplus(Softplus(r)), r, 1e-9 * std::max(1.0, std::abs(r)));
+    }
   }
   EXPECT_NEAR(InverseSoftplus(1e-12), std::log(1e-12), 1e-9);
 }
@@ -1077,7 +1081,9 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
     const bool has_period = std::string_view(c.kernel).find("PER") != std::string_view::npos;
     const GpModel model = MakeModel(kernel, data.x, data.y, has_period ? fixed_period
                                                                        : HyperparameterSettings{});
-    if (has_period) ASSERT_EQ(model.num_free() + 1, static_cast<int>(model.parameters().size()));
+    if (has_period) {
+      ASSERT_EQ(model.num_free() + 1, static_cast<int>(model.parameters().size()));
+    }
     int redrawn = 0;
     const std::vector<Eigen::VectorXd> draws =
         PriorDraws(model, 2, 4000 + Fnv1a(c.kernel) % 1000, &redrawn);

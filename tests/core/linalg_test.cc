@@ -81,7 +81,9 @@ TEST(SpdFactorizationTest, FromTheLowerTriangleAloneGivesComputesFactorAndRemake
       const double relative = reference.jitter() / k->diagonal().mean();
       const int attempts = relative == 0 ? 1 : relative < 1e-9 ? 2 : relative < 1e-7 ? 3 : 4;
       EXPECT_EQ(fills, attempts);
-      if (k == &rank_one) EXPECT_GT(attempts, 1);
+      if (k == &rank_one) {
+        EXPECT_GT(attempts, 1);
+      }
       const Eigen::MatrixXd l = from_lower.lower().triangularView<Eigen::Lower>();
       const Eigen::MatrixXd l_ref = reference.lower().triangularView<Eigen::Lower>();
       EXPECT_EQ(l, l_ref);
