@@ -3,7 +3,7 @@
 // trace and the best kernel's metrics, or with --json the SearchResult message in the protobuf
 // JSON mapping.
 //
-//   gpsel search --data data/interpretable_linear.csv --base SE,LIN,MAT32 --depth 3 \
+//   gpsel search --data data/interpretable_linear.csv --base SE,LIN,MAT32 --depth 3
 //       --metric lap0 --beam 1 --threads 2 --json
 #include <iostream>
 #include <memory>

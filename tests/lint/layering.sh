@@ -12,7 +12,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/includes.sh"
 
 # Folders each folder may include from (its own always). "proto" is the generated contract
 # (gpsel/v1, google/rpc, grpc/health/v1). jobs and service use bridge's proto<->core conversion,
-# whose signatures are proto messages, so they see proto too.
+# whose signatures are proto messages, so they see proto too; cli prints the response messages
+# (--json is their protobuf JSON mapping).
 declare -A allowed=(
   [core]="core"
   [bridge]="bridge core proto"
@@ -21,7 +22,7 @@ declare -A allowed=(
   [jobs]="jobs core bridge store metrics proto"
   [service]="service core bridge store metrics jobs proto"
   [client]="client core bridge proto"
-  [cli]="cli core client bridge"
+  [cli]="cli core client bridge proto"
 )
 
 failures=0
