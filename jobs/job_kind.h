@@ -7,7 +7,13 @@
 // its own registration function, e.g. RegisterEvidenceJobKind in jobs/evidence_job.h — and
 // hands it to the JobRunner (jobs/job_runner.h), which executes claimed jobs by kind, and to the
 // service (service/service.h), which turns stored jobs into API resources with JobToProto.
-// There is no global registry: tests build their own with their own kinds.
+// There is no global registry: tests build their own with their own kinds
+// (tests/jobs/job_kind_test.cc, tests/jobs/job_runner_test.cc).
+//
+// A new kind ("search", "score") implements `execute` (and `describe` / `result_to_proto` when
+// gpsel.v1.Job shows fields of its own), offers a Register<Kind>JobKind function beside its
+// payload code as evidence_job.h does, is registered in GpselServer::Start (service/server.cc),
+// and gets jobs through a Submit RPC of its own that stores its request under its name.
 //
 //   gpsel::JobKindRegistry kinds;
 //   gpsel::JobKind echo;
