@@ -1,27 +1,13 @@
-// Evidence jobs; see evidence_job.h.
+// The evidence job kind; see evidence_job.h.
 #include "jobs/evidence_job.h"
 
-#include <chrono>
-#include <cmath>
-#include <limits>
+#include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "core/evidence.h"
-#include "google/protobuf/util/time_util.h"
 #include "gpsel/v1/model_selection.pb.h"
 #include "bridge/convert.h"
 
 namespace gpsel {
-namespace {
-
-void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t nanos = absl::ToUnixNanos(t);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> RunEvidenceJob(std::string_view request_bytes,
                                            const ServiceLimits& limits,
@@ -40,109 +26,24 @@ absl::StatusOr<std::string> RunEvidenceJob(std::string_view request_bytes,
   return proto.SerializeAsString();
 }
 
-std::string JobName(std::string_view id) { return "jobs/" + std::string(id); }
-
-absl::StatusOr<std::string> JobIdFromName(std::string_view name, std::string_view field) {
-  if (name.substr(0, 5) == "jobs/") name.remove_prefix(5);
-  if (name.empty()) {
-    return bridge::InvalidField(field, "is empty: expected \"jobs/{id}\"");
-  }
-  if (name.size() > 128 || name.find('/') != std::string_view::npos) {
-    return bridge::InvalidField(field, "is not a job name of the form \"jobs/{id}\"");
-  }
-  return std::string(name);
-}
-
-v1::JobState ToProto(JobState state) {
-  switch (state) {
-    case JobState::kQueued: return v1::JOB_STATE_QUEUED;
-    case JobState::kRunning: return v1::JOB_STATE_RUNNING;
-    case JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
-    case JobState::kFailed: return v1::JOB_STATE_FAILED;
-    case JobState::kCancelled: return v1::JOB_STATE_CANCELLED;
-  }
-  return v1::JOB_STATE_UNSPECIFIED;
-}
-
-std::optional<JobState> FromProto(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_QUEUED: return JobState::kQueued;
-    case v1::JOB_STATE_RUNNING: return JobState::kRunning;
-    case v1::JOB_STATE_SUCCEEDED: return JobState::kSucceeded;
-    case v1::JOB_STATE_FAILED: return JobState::kFailed;
-    case v1::JOB_STATE_CANCELLED: return JobState::kCancelled;
-    default: return std::nullopt;
-  }
-}
-
-std::string ValidUtf8(std::string_view text) {
-  // RFC 3629: 1–4 byte sequences, no overlong forms, no surrogates, nothing above U+10FFFF.
-  static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
-  std::string out;
-  out.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
-    const unsigned char lead = static_cast<unsigned char>(text[i]);
-    size_t length = 0;
-    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-    if (lead < 0x80) {
-      length = 1;
-    } else if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) low = 0xA0;   // overlong
-      if (lead == 0xED) high = 0x9F;  // surrogates
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) low = 0x90;   // overlong
-      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-    }
-    bool valid = length > 0 && i + length <= text.size();
-    for (size_t k = 1; valid && k < length; ++k) {
-      const unsigned char c = static_cast<unsigned char>(text[i + k]);
-      valid = k == 1 ? (c >= low && c <= high) : (c >= 0x80 && c <= 0xBF);
-    }
-    if (valid) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out.append(kReplacement);
-      ++i;
-    }
-  }
-  return out;
-}
-
-void JobToProto(const Job& job, v1::Job* proto) {
-  // Text from the store goes out as proto `string` fields, which must be UTF-8: a damaged store
-  // page must not make the whole response undecodable for clients.
-  proto->Clear();
-  proto->set_name(JobName(job.id));
-  proto->set_kind(ValidUtf8(job.kind));
-  proto->set_state(ToProto(job.state));
-  v1::Progress* progress = proto->mutable_progress();
-  progress->set_fraction(job.progress);
-  progress->set_message(ValidUtf8(job.progress_message));
-  if (job.state == JobState::kRunning) progress->set_stage(ValidUtf8(job.kind));
-  if (job.state == JobState::kFailed || job.state == JobState::kCancelled) {
-    proto->mutable_error()->set_code(job.error_code);
-    proto->mutable_error()->set_message(ValidUtf8(job.error_message));
-  }
-  if (job.state == JobState::kSucceeded && job.kind == kEvidenceJobKind) {
-    proto->mutable_evidence_result()->ParseFromString(job.result);
-  }
-  if (job.created != absl::InfinitePast()) SetTime(job.created, proto->mutable_create_time());
-  if (job.started != absl::InfinitePast()) SetTime(job.started, proto->mutable_start_time());
-  if (job.finished != absl::InfinitePast()) SetTime(job.finished, proto->mutable_finish_time());
-  proto->set_attempts(job.attempts);
-  proto->set_cancel_requested(job.cancel_requested);
-  proto->set_request_id(ValidUtf8(job.idempotency_key));
-  if (job.kind == kEvidenceJobKind) {
+absl::Status RegisterEvidenceJobKind(JobKindRegistry* registry, const ServiceLimits& limits) {
+  if (registry == nullptr) return absl::InvalidArgumentError("no job kind registry");
+  JobKind kind;
+  kind.name = kEvidenceJobKind;
+  kind.execute = [limits](std::string_view request, const ProgressCallback& progress) {
+    return RunEvidenceJob(request, limits, progress);
+  };
+  kind.describe = [](std::string_view request_bytes, v1::Job* job) {
     // Only the kernel is needed; the stored request was canonicalised at submission.
     v1::SubmitEvidenceRequest request;
-    if (request.ParseFromString(job.request)) proto->set_kernel(request.kernel());
-  }
+    if (request.ParseFromArray(request_bytes.data(), static_cast<int>(request_bytes.size()))) {
+      job->set_kernel(request.kernel());
+    }
+  };
+  kind.result_to_proto = [](std::string_view result, v1::Job* job) {
+    job->mutable_evidence_result()->ParseFromArray(result.data(), static_cast<int>(result.size()));
+  };
+  return registry->Register(std::move(kind));
 }
 
 }  // namespace gpsel

@@ -1,7 +1,10 @@
-// Evidence jobs: the payloads the job store keeps for kind "evidence" (a serialized, validated
-// SubmitEvidenceRequest in, a serialized EvidenceResult out), the nested-sampling run itself,
-// and the store's Job as a gpsel.v1.Job resource.
+// Evidence jobs, the job kind "evidence" (jobs/job_kind.h): the payloads the job store keeps for
+// it (a serialized, validated SubmitEvidenceRequest in, a serialized EvidenceResult out), the
+// nested-sampling run itself, and the kind's registration. service/server.cc registers it once;
+// SubmitEvidence (service/service.cc) submits jobs of this kind.
 //
+//   gpsel::JobKindRegistry kinds;
+//   absl::Status s = gpsel::RegisterEvidenceJobKind(&kinds, limits);
 //   absl::StatusOr<std::string> result = gpsel::RunEvidenceJob(job.request, limits, progress);
 #ifndef GPSEL_JOBS_EVIDENCE_JOB_H_
 #define GPSEL_JOBS_EVIDENCE_JOB_H_
@@ -9,11 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/progress.h"
-#include "gpsel/v1/job.pb.h"
-#include "store/job_store.h"
 #include "bridge/validation.h"
+#include "core/progress.h"
+#include "jobs/job_kind.h"
 
 namespace gpsel {
 
@@ -25,19 +28,10 @@ absl::StatusOr<std::string> RunEvidenceJob(std::string_view request_bytes,
                                            const ServiceLimits& limits,
                                            const ProgressCallback& progress);
 
-// "jobs/{id}" and back (a bare id is accepted too); INVALID_ARGUMENT naming `field` when empty.
-std::string JobName(std::string_view id);
-absl::StatusOr<std::string> JobIdFromName(std::string_view name, std::string_view field);
-
-v1::JobState ToProto(JobState state);
-// nullopt for JOB_STATE_UNSPECIFIED.
-std::optional<JobState> FromProto(v1::JobState state);
-
-// The store's job as the API resource (the result payload decoded for evidence jobs).
-// `text` with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD.
-std::string ValidUtf8(std::string_view text);
-// The job as the API shows it; text from the store is made valid UTF-8 (ValidUtf8).
-void JobToProto(const Job& job, v1::Job* proto);
+// Registers kind "evidence": executes with RunEvidenceJob under `limits`, shows the stored
+// request's kernel as gpsel.v1.Job.kernel and the result as gpsel.v1.Job.evidence_result.
+// Fails as JobKindRegistry::Register does (ALREADY_EXISTS the second time).
+absl::Status RegisterEvidenceJobKind(JobKindRegistry* registry, const ServiceLimits& limits);
 
 }  // namespace gpsel
 

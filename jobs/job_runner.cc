@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace gpsel {
 namespace {
@@ -19,10 +20,9 @@ std::string DefaultWorkerPrefix() {
 
 }  // namespace
 
-JobRunner::JobRunner(JobStore* store, std::map<std::string, JobExecutor> executors,
+JobRunner::JobRunner(JobStore* store, std::shared_ptr<const JobKindRegistry> kinds,
                      JobRunnerOptions options, ServiceMetrics* metrics)
-    : store_(store), executors_(std::move(executors)), options_(std::move(options)),
-      metrics_(metrics) {
+    : store_(store), kinds_(std::move(kinds)), options_(std::move(options)), metrics_(metrics) {
   if (options_.worker_prefix.empty()) options_.worker_prefix = DefaultWorkerPrefix();
 }
 
@@ -122,11 +122,17 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
   };
 
   absl::StatusOr<std::string> result;
-  auto executor = executors_.find(job.kind);
-  if (executor == executors_.end()) {
-    result = absl::UnimplementedError(absl::StrCat("no executor for job kind '", job.kind, "'"));
+  const JobKind* kind = kinds_ != nullptr ? kinds_->Find(job.kind) : nullptr;
+  if (kind == nullptr) {
+    // Permanent for this server: failing beats handing the job back to be claimed again and
+    // again (each claim counts towards max_attempts anyway).
+    const std::vector<std::string> known =
+        kinds_ != nullptr ? kinds_->names() : std::vector<std::string>();
+    result = absl::UnimplementedError(absl::StrCat(
+        "job kind '", job.kind, "' is not registered in this server (known kinds: ",
+        known.empty() ? std::string("none") : absl::StrJoin(known, ", "), ")"));
   } else {
-    result = executor->second(job, progress);
+    result = kind->execute(job.request, progress);
   }
   {
     std::lock_guard<std::mutex> lock(shared.mutex);

@@ -1,11 +1,20 @@
 // JobRunner: the job workers of one server process, separate from the RPC worker pool. Each
-// worker claims a job from the JobStore, runs it, and publishes the outcome with the fencing
-// token it claimed it with; a heartbeat thread per running job extends the lease, reports
-// progress and notices cancellation requests. A worker that dies (kill -9) simply stops
-// heartbeating: its lease expires and another worker (after a restart, or on another replica)
-// claims the job again, so no job is lost and exactly one result becomes visible.
+// worker claims a job from the JobStore, runs it with the `execute` of its kind from a
+// JobKindRegistry (jobs/job_kind.h), and publishes the outcome with the fencing token it
+// claimed it with; a heartbeat thread per running job extends the lease, reports progress and
+// notices cancellation requests. A worker that dies (kill -9) simply stops heartbeating: its
+// lease expires and another worker (after a restart, or on another replica) claims the job
+// again, so no job is lost and exactly one result becomes visible.
 //
-//   gpsel::JobRunner runner(store, executors, options, &metrics);
+// Outcomes (the `outcome` label of gpsel_jobs_finished_total): succeeded; failed (the executor's
+// error is stored; a kind the registry does not know fails with UNIMPLEMENTED naming the known
+// kinds); cancelled (the executor stopped on a cancellation request: CANCELLED); released
+// (Stop(): the job goes back to QUEUED); lost_lease (another worker owns the job: nothing is
+// published). Tested by tests/jobs/job_runner_test.cc.
+//
+//   auto kinds = std::make_shared<gpsel::JobKindRegistry>();
+//   gpsel::RegisterEvidenceJobKind(kinds.get(), limits);
+//   gpsel::JobRunner runner(store, kinds, options, &metrics);
 //   runner.Start();
 //   ...
 //   runner.Stop();   // stops running jobs without publishing; releases their leases
@@ -14,25 +23,18 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/progress.h"
-#include "store/job_store.h"
+#include "jobs/job_kind.h"
 #include "metrics/metrics.h"
+#include "store/job_store.h"
 
 namespace gpsel {
-
-// Runs one job's request bytes; returns the result bytes. Must stop soon after `progress`
-// returns non-OK and return that status.
-using JobExecutor =
-    std::function<absl::StatusOr<std::string>(const Job& job, const ProgressCallback& progress)>;
 
 struct JobRunnerOptions {
   int workers = 1;                                 // concurrent jobs in this process (0 = none)
@@ -43,7 +45,8 @@ struct JobRunnerOptions {
 
 class JobRunner {
  public:
-  JobRunner(JobStore* store, std::map<std::string, JobExecutor> executors,
+  // `store` must outlive the runner; `metrics` may be null.
+  JobRunner(JobStore* store, std::shared_ptr<const JobKindRegistry> kinds,
             JobRunnerOptions options, ServiceMetrics* metrics);
   ~JobRunner();  // Stop()
 
@@ -61,7 +64,7 @@ class JobRunner {
   void RunOne(const std::string& worker_id, const Job& job);
 
   JobStore* store_;
-  std::map<std::string, JobExecutor> executors_;
+  std::shared_ptr<const JobKindRegistry> kinds_;
   JobRunnerOptions options_;
   ServiceMetrics* metrics_;
   std::atomic<bool> stopping_{false};

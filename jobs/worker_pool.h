@@ -1,6 +1,7 @@
 // BoundedWorkerPool: a fixed set of threads for CPU-heavy RPC work (scoring, search, predict)
 // with a bounded admission queue. When the queue is full, TrySubmit refuses at once, so the
-// service answers RESOURCE_EXHAUSTED instead of letting latency grow without bound.
+// service answers RESOURCE_EXHAUSTED instead of letting latency grow without bound. Jobs do not
+// run here (jobs/job_runner.h has its own threads). Tested by tests/jobs/worker_pool_test.cc.
 //
 //   gpsel::BoundedWorkerPool pool(/*num_threads=*/4, /*max_queued=*/16);
 //   if (!pool.TrySubmit([] { Work(); })) return ResourceExhausted();

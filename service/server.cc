@@ -1,4 +1,5 @@
-// GpselServer; see server.h.
+// GpselServer; see server.h. Start() builds the job kind registry (jobs/job_kind.h) that the
+// job runner and the service share.
 #include "service/server.h"
 
 #include <fstream>
@@ -86,18 +87,19 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   const int max_queued = options.max_queued_rpcs >= 0 ? options.max_queued_rpcs : 2 * workers;
   server->pool_ = std::make_unique<BoundedWorkerPool>(workers, max_queued);
 
+  // Every job kind this server runs and shows (jobs/job_kind.h); a new kind adds its
+  // Register...JobKind call here. The runner and the service share the registry.
+  auto job_kinds = std::make_shared<JobKindRegistry>();
+  if (absl::Status s = RegisterEvidenceJobKind(job_kinds.get(), options.service.limits); !s.ok()) {
+    return s;
+  }
   if (options.jobs.workers > 0) {
-    const ServiceLimits limits = options.service.limits;
-    std::map<std::string, JobExecutor> executors;
-    executors[kEvidenceJobKind] = [limits](const Job& job, const ProgressCallback& progress) {
-      return RunEvidenceJob(job.request, limits, progress);
-    };
-    server->runner_ = std::make_unique<JobRunner>(server->store_.get(), std::move(executors),
-                                                  options.jobs, server->metrics_.get());
+    server->runner_ = std::make_unique<JobRunner>(server->store_.get(), job_kinds, options.jobs,
+                                                  server->metrics_.get());
   }
   server->service_ = std::make_unique<ModelSelectionServiceImpl>(
-      options.service, server->pool_.get(), server->store_.get(), server->runner_.get(),
-      server->metrics_.get());
+      options.service, server->pool_.get(), server->store_.get(), job_kinds,
+      server->runner_.get(), server->metrics_.get());
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options);
   if (!credentials.ok()) return credentials.status();

@@ -184,8 +184,9 @@ class ModelSelectionServiceImpl::WatchHub {
 
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
  public:
-  WatchReactor(ModelSelectionServiceImpl::WatchHub* hub, std::string id)
-      : hub_(hub), id_(std::move(id)) {}
+  WatchReactor(ModelSelectionServiceImpl::WatchHub* hub, std::string id,
+               const JobKindRegistry* kinds)
+      : hub_(hub), id_(std::move(id)), kinds_(kinds) {}
 
   // Called by the hub (with the hub's lock held, so the reactor cannot be deleted meanwhile).
   void Poll(JobStore* store, bool draining) {
@@ -208,7 +209,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
     std::string fingerprint = Fingerprint(*job);
     if (fingerprint == last_fingerprint_) return;
     last_fingerprint_ = std::move(fingerprint);
-    JobToProto(*job, response_.mutable_job());
+    JobToProto(*job, kinds_, response_.mutable_job());
     terminal_ = IsTerminal(job->state);
     writing_ = true;
     StartWrite(&response_);
@@ -242,6 +243,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
 
   ModelSelectionServiceImpl::WatchHub* hub_;
   const std::string id_;
+  const JobKindRegistry* kinds_;
   std::mutex mutex_;
   bool writing_ = false;
   bool finishing_ = false;
@@ -271,9 +273,10 @@ void ModelSelectionServiceImpl::WatchHub::Loop() {
 
 ModelSelectionServiceImpl::ModelSelectionServiceImpl(ServiceOptions options,
                                                      BoundedWorkerPool* pool, JobStore* store,
+                                                     std::shared_ptr<const JobKindRegistry> kinds,
                                                      JobRunner* runner, ServiceMetrics* metrics)
-    : options_(std::move(options)), pool_(pool), store_(store), runner_(runner),
-      metrics_(metrics),
+    : options_(std::move(options)), pool_(pool), store_(store), kinds_(std::move(kinds)),
+      runner_(runner), metrics_(metrics),
       watch_hub_(std::make_unique<WatchHub>(store, options_.watch_poll_interval)) {
   pool_->SetObserver([this] { UpdatePoolMetrics(); });
   UpdatePoolMetrics();
@@ -503,7 +506,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
       return reactor;
     }
   }
-  JobToProto(submitted->job, response->mutable_job());
+  JobToProto(submitted->job, kinds_.get(), response->mutable_job());
   response->set_created(submitted->created);
   if (submitted->created && runner_ != nullptr) runner_->Wake();
   reactor->FinishWith(absl::OkStatus());
@@ -521,7 +524,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServer
     return reactor;
   }
   absl::StatusOr<Job> job = store_->GetJob(*id);
-  if (job.ok()) JobToProto(*job, response->mutable_job());
+  if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
   reactor->FinishWith(job.status());
   return reactor;
 }
@@ -543,7 +546,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::Watch
     };
     return new Failed(id.status());
   }
-  auto* reactor = new WatchReactor(watch_hub_.get(), *id);
+  auto* reactor = new WatchReactor(watch_hub_.get(), *id, kinds_.get());
   watch_hub_->Add(reactor);
   return reactor;
 }
@@ -559,7 +562,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
     return reactor;
   }
   absl::StatusOr<Job> job = store_->RequestCancel(*id);
-  if (job.ok()) JobToProto(*job, response->mutable_job());
+  if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
   reactor->FinishWith(job.status());
   return reactor;
 }
@@ -590,7 +593,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
     reactor->FinishWith(AttachField(page.status(), "page_token"));
     return reactor;
   }
-  for (const Job& job : page->jobs) JobToProto(job, response->add_jobs());
+  for (const Job& job : page->jobs) JobToProto(job, kinds_.get(), response->add_jobs());
   response->set_next_page_token(page->next_page_token);
   reactor->FinishWith(absl::OkStatus());
   return reactor;

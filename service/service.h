@@ -6,9 +6,11 @@
 // callback that returns CANCELLED when the client goes away and DEADLINE_EXCEEDED when the call's
 // deadline passes, so abandoned work stops. Job RPCs talk to the JobStore (short transactions);
 // WatchJob streams are driven by one polling thread for all watchers, which also works when
-// another replica runs the job.
+// another replica runs the job. Jobs are shown through the hooks of their kind in a
+// JobKindRegistry (jobs/job_kind.h): evidence jobs carry their kernel and evidence_result.
 //
-//   gpsel::ModelSelectionServiceImpl service(options, &pool, store.get(), &runner, &metrics);
+//   gpsel::ModelSelectionServiceImpl service(options, &pool, store.get(), kinds, &runner,
+//                                            &metrics);
 //   builder.RegisterService(&service);
 #ifndef GPSEL_SERVICE_SERVICE_H_
 #define GPSEL_SERVICE_SERVICE_H_
@@ -23,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gpsel/v1/model_selection.grpc.pb.h"
+#include "jobs/job_kind.h"
 #include "jobs/job_runner.h"
 #include "store/job_store.h"
 #include "metrics/metrics.h"
@@ -44,9 +47,11 @@ struct ServiceOptions {
 
 class ModelSelectionServiceImpl final : public v1::ModelSelectionService::CallbackService {
  public:
-  // `runner` may be null (a server without job workers still accepts and serves jobs).
+  // `runner` may be null (a server without job workers still accepts and serves jobs); `kinds`
+  // is the registry the runner executes from.
   ModelSelectionServiceImpl(ServiceOptions options, BoundedWorkerPool* pool, JobStore* store,
-                            JobRunner* runner, ServiceMetrics* metrics);
+                            std::shared_ptr<const JobKindRegistry> kinds, JobRunner* runner,
+                            ServiceMetrics* metrics);
   ~ModelSelectionServiceImpl() override;
 
   // New calls fail with UNAVAILABLE; open WatchJob streams end with UNAVAILABLE.
@@ -87,6 +92,7 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   ServiceOptions options_;
   BoundedWorkerPool* pool_;
   JobStore* store_;
+  std::shared_ptr<const JobKindRegistry> kinds_;
   JobRunner* runner_;
   ServiceMetrics* metrics_;
   std::atomic<bool> draining_{false};

@@ -1,0 +1,103 @@
+// Job kinds: what the asynchronous jobs of the job store (store/job_store.h) can be, and the
+// store's Job as the gpsel.v1.Job API resource.
+//
+// A JobKind names one kind of job ("evidence"; later "search", "score") and says how to run a
+// stored request and how to show its kind-specific fields. The server builds one
+// JobKindRegistry at startup (service/server.cc), registers every kind in it — each kind has
+// its own registration function, e.g. RegisterEvidenceJobKind in jobs/evidence_job.h — and
+// hands it to the JobRunner (jobs/job_runner.h), which executes claimed jobs by kind, and to the
+// service (service/service.h), which turns stored jobs into API resources with JobToProto.
+// There is no global registry: tests build their own with their own kinds
+// (tests/jobs/job_kind_test.cc, tests/jobs/job_runner_test.cc).
+//
+// A new kind ("search", "score") implements `execute` (and `describe` / `result_to_proto` when
+// gpsel.v1.Job shows fields of its own), offers a Register<Kind>JobKind function beside its
+// payload code as evidence_job.h does, is registered in GpselServer::Start (service/server.cc),
+// and gets jobs through a Submit RPC of its own that stores its request under its name.
+//
+//   gpsel::JobKindRegistry kinds;
+//   gpsel::JobKind echo;
+//   echo.name = "echo";
+//   echo.execute = [](std::string_view request, const gpsel::ProgressCallback& progress)
+//       -> absl::StatusOr<std::string> { return std::string(request); };
+//   absl::Status s = kinds.Register(std::move(echo));   // ALREADY_EXISTS the second time
+//   const gpsel::JobKind* kind = kinds.Find("echo");    // nullptr for an unknown kind
+#ifndef GPSEL_JOBS_JOB_KIND_H_
+#define GPSEL_JOBS_JOB_KIND_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/progress.h"
+#include "gpsel/v1/job.pb.h"
+#include "store/job_store.h"
+
+namespace gpsel {
+
+struct JobKind {
+  // The kind as stored in Job::kind and shown in gpsel.v1.Job.kind and the job metrics' `kind`
+  // label. Non-empty; unique within a registry.
+  std::string name;
+
+  // Required. Runs a stored request (the bytes the service submitted) and returns the result
+  // bytes that the store publishes. Called on a job worker thread, possibly concurrently for
+  // several jobs. Must call `progress` now and then and, once it returns non-OK (cancellation
+  // requested, lease lost, server stopping), stop soon and return that status. Any other error
+  // is stored on the job as its failure.
+  std::function<absl::StatusOr<std::string>(std::string_view request,
+                                            const ProgressCallback& progress)>
+      execute;
+
+  // Optional. Sets the kind's descriptive fields of the resource from the stored request, for a
+  // job in any state (evidence: `kernel`). Must tolerate bytes that do not parse.
+  std::function<void(std::string_view request, v1::Job* job)> describe;
+
+  // Optional. Sets the kind's result field of a SUCCEEDED job from the stored result bytes
+  // (evidence: `evidence_result`). Must tolerate bytes that do not parse.
+  std::function<void(std::string_view result, v1::Job* job)> result_to_proto;
+};
+
+// The job kinds one server knows. Register every kind before the registry is shared (the
+// JobRunner and the service share it as std::shared_ptr<const JobKindRegistry>); the const
+// methods are safe from any thread.
+class JobKindRegistry {
+ public:
+  // INVALID_ARGUMENT for an empty name or a missing `execute`; ALREADY_EXISTS when a kind of
+  // that name is registered already (the first registration stays).
+  absl::Status Register(JobKind kind);
+  // The kind named `name`, or nullptr. Valid as long as the registry is.
+  const JobKind* Find(std::string_view name) const;
+  // Every registered name, sorted.
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, JobKind, std::less<>> kinds_;
+};
+
+// "jobs/{id}" and back (a bare id is accepted too); INVALID_ARGUMENT naming `field` when empty.
+std::string JobName(std::string_view id);
+absl::StatusOr<std::string> JobIdFromName(std::string_view name, std::string_view field);
+
+v1::JobState ToProto(JobState state);
+// nullopt for JOB_STATE_UNSPECIFIED.
+std::optional<JobState> FromProto(v1::JobState state);
+
+// `text` with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD.
+std::string ValidUtf8(std::string_view text);
+
+// The job as the API shows it; text from the store is made valid UTF-8 (ValidUtf8). The kind's
+// hooks in `kinds` add its descriptive fields and, when SUCCEEDED, its result; a job of a kind
+// that `kinds` does not know (or kinds == nullptr) gets the kind-independent fields only.
+void JobToProto(const Job& job, const JobKindRegistry* kinds, v1::Job* proto);
+// The kind-independent fields only.
+inline void JobToProto(const Job& job, v1::Job* proto) { JobToProto(job, nullptr, proto); }
+
+}  // namespace gpsel
+
+#endif  // GPSEL_JOBS_JOB_KIND_H_

@@ -1,0 +1,131 @@
+// JobKindRegistry (jobs/job_kind.h): registration, duplicates, bad kinds, lookup; the evidence
+// kind's registration (jobs/evidence_job.h) and JobToProto's use of a kind's hooks.
+#include "jobs/job_kind.h"
+
+#include <string>
+#include <utility>
+
+#include "gmock/gmock.h"
+#include "gpsel/v1/model_selection.pb.h"
+#include "gtest/gtest.h"
+#include "jobs/evidence_job.h"
+
+namespace gpsel {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// A kind whose result is `reply`, whatever the request.
+JobKind ConstantKind(std::string name, std::string reply) {
+  JobKind kind;
+  kind.name = std::move(name);
+  kind.execute = [reply](std::string_view, const ProgressCallback&)
+      -> absl::StatusOr<std::string> { return reply; };
+  return kind;
+}
+
+TEST(JobKindRegistryTest, RegisteredKindsAreFoundByName) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(kinds.Register(ConstantKind("score", "s")).ok());
+  ASSERT_TRUE(kinds.Register(ConstantKind("evidence", "e")).ok());
+  const JobKind* score = kinds.Find("score");
+  ASSERT_NE(score, nullptr);
+  EXPECT_EQ(score->name, "score");
+  absl::StatusOr<std::string> result = score->execute("request", nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(*result, "s");
+  EXPECT_EQ(kinds.Find("search"), nullptr);
+  EXPECT_EQ(kinds.Find(""), nullptr);
+  EXPECT_EQ(kinds.Find("Score"), nullptr);  // names are exact
+  EXPECT_THAT(kinds.names(), ElementsAre("evidence", "score"));
+}
+
+TEST(JobKindRegistryTest, DuplicateNameIsAlreadyExistsAndTheFirstStays) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(kinds.Register(ConstantKind("evidence", "first")).ok());
+  const absl::Status again = kinds.Register(ConstantKind("evidence", "second"));
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+  EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("'evidence'"));
+  ASSERT_NE(kinds.Find("evidence"), nullptr);
+  EXPECT_EQ(*kinds.Find("evidence")->execute("", nullptr), "first");
+  EXPECT_THAT(kinds.names(), ElementsAre("evidence"));
+}
+
+TEST(JobKindRegistryTest, EmptyNameOrMissingExecuteIsInvalidArgument) {
+  JobKindRegistry kinds;
+  EXPECT_EQ(kinds.Register(ConstantKind("", "x")).code(), absl::StatusCode::kInvalidArgument);
+  JobKind no_execute;
+  no_execute.name = "search";
+  EXPECT_EQ(kinds.Register(std::move(no_execute)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(kinds.names(), IsEmpty());
+  EXPECT_EQ(kinds.Find(""), nullptr);
+  EXPECT_EQ(kinds.Find("search"), nullptr);
+}
+
+TEST(EvidenceJobKindTest, RegistersOnce) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
+  EXPECT_EQ(RegisterEvidenceJobKind(&kinds, ServiceLimits()).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(kinds.names(), ElementsAre(kEvidenceJobKind));
+  EXPECT_EQ(RegisterEvidenceJobKind(nullptr, ServiceLimits()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EvidenceJobKindTest, ExecuteRejectsBytesThatDoNotParse) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
+  absl::StatusOr<std::string> result =
+      kinds.Find(kEvidenceJobKind)->execute(std::string("\xff\xff\xff", 3), nullptr);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << result.status();
+}
+
+// The kind's hooks decide the kind-specific fields: the kernel from the request in any state,
+// the evidence result only when SUCCEEDED; without the kind, neither.
+TEST(JobToProtoTest, UsesTheHooksOfTheJobsKind) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
+  v1::SubmitEvidenceRequest request;
+  request.set_kernel("SE + PER");
+  v1::EvidenceResult result;
+  result.set_log_evidence(-8.032);
+  Job job;
+  job.id = "01ABC";
+  job.kind = kEvidenceJobKind;
+  job.state = JobState::kSucceeded;
+  job.request = request.SerializeAsString();
+  job.result = result.SerializeAsString();
+  job.attempts = 1;
+
+  v1::Job proto;
+  JobToProto(job, &kinds, &proto);
+  EXPECT_EQ(proto.name(), "jobs/01ABC");
+  EXPECT_EQ(proto.kind(), "evidence");
+  EXPECT_EQ(proto.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(proto.kernel(), "SE + PER");
+  ASSERT_TRUE(proto.has_evidence_result());
+  EXPECT_EQ(proto.evidence_result().log_evidence(), -8.032);
+  EXPECT_EQ(proto.attempts(), 1);
+
+  job.state = JobState::kRunning;
+  JobToProto(job, &kinds, &proto);
+  EXPECT_EQ(proto.kernel(), "SE + PER");
+  EXPECT_FALSE(proto.has_evidence_result());
+  EXPECT_EQ(proto.progress().stage(), "evidence");
+
+  job.state = JobState::kSucceeded;
+  JobToProto(job, nullptr, &proto);  // no registry: the kind-independent fields only
+  EXPECT_EQ(proto.name(), "jobs/01ABC");
+  EXPECT_EQ(proto.kernel(), "");
+  EXPECT_FALSE(proto.has_evidence_result());
+
+  job.kind = "search";  // not registered
+  JobToProto(job, &kinds, &proto);
+  EXPECT_EQ(proto.kind(), "search");
+  EXPECT_EQ(proto.kernel(), "");
+  EXPECT_FALSE(proto.has_evidence_result());
+}
+
+}  // namespace
+}  // namespace gpsel
