@@ -22,7 +22,7 @@
 namespace gpsel {
 namespace {
 
-// Where to listen, for civetweb, and where to connect to reach it (see WakeUpWhileStopping).
+// Where to listen, for civetweb, and where to connect to reach it (see ~MetricsExposer).
 struct ListenAddress {
   std::string civetweb;  // listening_ports entry: "ADDR:PORT", "[V6ADDR]:PORT" or "PORT"
   std::string wake_host;  // numeric address of the listener from this host
