@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/gp_model.h"
+#include "core/instrumentation.h"
 #include "core/prepared_model.h"
 
 namespace gpsel {
@@ -31,6 +32,9 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
   if (!prepared.ok()) return prepared.status();
   const GpModel& gp = prepared->model;
   const LogLikelihoodFn log_likelihood = [&gp](const Eigen::VectorXd& raw) {
+    if (CoreObserver* observer = GetCoreObserver()) {
+      observer->OnEvidenceLikelihoodCall(gp.num_free());
+    }
     absl::StatusOr<double> value = gp.LogLikelihood(raw);
     return value.ok() ? *value : -std::numeric_limits<double>::infinity();
   };

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/instrumentation.h"
 #include "core/thread_pool.h"
 
 namespace gpsel {
@@ -755,6 +756,9 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     runs.push_back(std::make_unique<FitRun>(model, objective, options));
     if (absl::Status s = runs.back()->Validate(); !s.ok()) return s;
     grand_total += runs.back()->total_starts();
+  }
+  if (CoreObserver* observer = GetCoreObserver()) {
+    for (size_t r = 0; r < runs.size(); ++r) observer->OnFitStarted(model.num_free());
   }
   int offset = 0;
   for (auto& run : runs) {

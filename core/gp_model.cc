@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/instrumentation.h"
 #include "core/kernel_evaluator.h"
 #include "core/linalg.h"
 
@@ -201,6 +202,7 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
 
 absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
                                               Eigen::VectorXd* gradient) const {
+  ScopedLikelihoodEvaluation observed(num_free(), num_points());  // core/instrumentation.h
   FlushDenormalsScope flush_denormals;
   Factorized f;
   if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
@@ -266,6 +268,7 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
 
 absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
     const Eigen::VectorXd& free_raw) const {
+  ScopedLikelihoodEvaluation observed(num_free(), num_points());
   FlushDenormalsScope flush_denormals;
   Factorized f;
   if (absl::Status s = Factorize(free_raw, true, &f); !s.ok()) return s;

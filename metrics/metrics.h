@@ -10,7 +10,7 @@
 //
 //   gpsel::ServiceMetrics metrics("0.1.0");
 //   builder.experimental().SetInterceptorCreators(metrics.InterceptorFactories());
-//   auto http = gpsel::MetricsHttpServer::Start("127.0.0.1:9464", metrics.registry());
+//   auto exposer = gpsel::MetricsExposer::Start("127.0.0.1:9464", {metrics.registry()});
 #ifndef GPSEL_METRICS_METRICS_H_
 #define GPSEL_METRICS_METRICS_H_
 

@@ -49,7 +49,7 @@ build_packages=(
   openssl docker-compose
 )
 runtime_packages=(
-  libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-core1.0
+  libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libsqlite3-0 libpqxx-6.4 libopenblas0-pthread ca-certificates
 )
 

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "jobs/evidence_job.h"
+#include "metrics/core_metrics.h"
+#include "metrics/process_collector.h"
 
 #ifndef GPSEL_VERSION
 #define GPSEL_VERSION "dev"
@@ -81,6 +83,8 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
   server->metrics_ = std::make_unique<ServiceMetrics>(GPSEL_VERSION);
+  // The numerical core reports fits and likelihood evaluations to this (core/instrumentation.h).
+  CoreMetrics& core_metrics = CoreMetrics::InstallGlobal();
 
   const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int workers = options.rpc_workers > 0 ? options.rpc_workers : hardware;
@@ -120,14 +124,17 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   }
 
   if (!options.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_http =
-        MetricsHttpServer::Start(options.metrics_listen, server->metrics_->registry());
-    if (!metrics_http.ok()) {
+    // This server's metrics, the core's (process-wide: every server in the process counts into
+    // them) and the process_* ones.
+    absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer = MetricsExposer::Start(
+        options.metrics_listen, {server->metrics_->registry(), core_metrics.registry(),
+                                 std::make_shared<ProcessCollector>()});
+    if (!exposer.ok()) {
       server->server_->Shutdown();
-      return metrics_http.status();
+      return exposer.status();
     }
-    server->metrics_http_ = *std::move(metrics_http);
-    server->metrics_port_ = server->metrics_http_->port();
+    server->metrics_exposer_ = *std::move(exposer);
+    server->metrics_port_ = server->metrics_exposer_->port();
   }
 
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
@@ -179,7 +186,7 @@ void GpselServer::Shutdown() {
   }
   if (runner_) runner_->Stop();  // running jobs stop; their leases are released
   pool_.reset();                  // every admitted task has finished by now
-  metrics_http_.reset();
+  metrics_exposer_.reset();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shut_down_ = true;

@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "metrics/metrics_http.h"
+#include "metrics/exposer.h"
 #include "service/service.h"
 
 namespace grpc {
@@ -72,7 +72,7 @@ class GpselServer {
   std::unique_ptr<JobRunner> runner_;
   std::unique_ptr<ModelSelectionServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> metrics_http_;
+  std::unique_ptr<MetricsExposer> metrics_exposer_;
   int port_ = 0;
   int metrics_port_ = 0;
   std::mutex mutex_;
