@@ -22,14 +22,15 @@ class CoreObserver {
   virtual ~CoreObserver() = default;
   // One hyperparameter fit (one objective: MLL or MAP) is about to run its starts
   // (core/fit.cc, FitHyperparametersJointly). u = the model's free hyperparameters.
-  virtual void OnFitStarted(int num_hyperparameters) {}
+  virtual void OnFitStarted(int /*num_hyperparameters*/) {}
   // One exact log-likelihood evaluation, with or without gradient or Hessian, on n points,
   // took `seconds` of wall time (core/gp_model.cc). Failed evaluations (covariance not
   // positive definite) count too.
-  virtual void OnLikelihoodEvaluation(int num_hyperparameters, int num_points, double seconds) {}
+  virtual void OnLikelihoodEvaluation(int /*num_hyperparameters*/, int /*num_points*/,
+                                      double /*seconds*/) {}
   // The nested sampler asked for one likelihood value (core/evidence.cc). Each such call is also
   // one OnLikelihoodEvaluation.
-  virtual void OnEvidenceLikelihoodCall(int num_hyperparameters) {}
+  virtual void OnEvidenceLikelihoodCall(int /*num_hyperparameters*/) {}
 };
 
 namespace internal {

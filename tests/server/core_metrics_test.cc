@@ -58,7 +58,7 @@ class CountingObserver : public CoreObserver {
     ++fits;
     last_u = u;
   }
-  void OnLikelihoodEvaluation(int u, int n, double seconds) override {
+  void OnLikelihoodEvaluation(int /*u*/, int n, double seconds) override {
     ++evaluations;
     last_n = n;
     if (!(seconds >= 0)) ++bad_times;

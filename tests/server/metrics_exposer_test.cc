@@ -109,11 +109,15 @@ TEST(MetricsExposerTest, BadAddressesAreErrors) {
   // A name is resolved.
   absl::StatusOr<std::unique_ptr<MetricsExposer>> named =
       MetricsExposer::Start("localhost:0", {registry});
-  if (named.ok()) EXPECT_GT((*named)->port(), 0);
+  if (named.ok()) {
+    EXPECT_GT((*named)->port(), 0);
+  }
   // IPv6 loopback in brackets, where the machine has it.
   absl::StatusOr<std::unique_ptr<MetricsExposer>> v6 =
       MetricsExposer::Start("[::1]:0", {registry});
-  if (v6.ok()) EXPECT_GT((*v6)->port(), 0);
+  if (v6.ok()) {
+    EXPECT_GT((*v6)->port(), 0);
+  }
 }
 
 // Civetweb's 100 KiB thread stacks (metrics/thread_stack.h): the requested size is usable, the

@@ -1,0 +1,287 @@
+// The bridge (bridge/convert.h, bridge/validation.h): every request and response type survives
+// core → proto → core → proto unchanged (MessageDifferencer, so a field FromProto drops shows up),
+// values land in the fields they belong to, statuses keep their details across gRPC, and request
+// validation names every bad field with core's own messages and defaults.
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "bridge/convert.h"
+#include "bridge/validation.h"
+#include "core/evidence.h"
+#include "core/predict.h"
+#include "core/score.h"
+#include "core/search.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpsel {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+Dataset Example() {
+  absl::StatusOr<Dataset> data =
+      LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/interpretable_linear.csv");
+  EXPECT_TRUE(data.ok()) << data.status();
+  return *data;
+}
+
+KernelExpr Kernel(const std::string& text) { return *ParseKernel(text); }
+
+// Options with no field at its default, so a field the bridge forgets cannot hide.
+ScoreOptions UnusualScoreOptions() {
+  ScoreOptions options;
+  options.fit.restarts = 7;
+  options.fit.seed = 11;
+  options.fit.max_iterations = 123;
+  options.standardize = false;
+  options.metrics = {Metric::kMap, Metric::kLap0, Metric::kBic};
+  options.laplace_r = {0.5, -1.25};
+  options.hyperparameters.prior_overrides["SE.lengthscale"] = NormalPrior{0.3, 0.7};
+  options.hyperparameters.fixed_values["noise"] = 0.05;
+  options.scale_x = *ParseXScaling("2.5");
+  options.data_informed_starts = false;
+  return options;
+}
+
+TEST(BridgeRoundTripTest, DatasetAndMatrix) {
+  const Dataset data = Example();
+  v1::Dataset proto;
+  bridge::ToProto(data, &proto);
+  absl::StatusOr<Dataset> back = bridge::FromProto(proto);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->x, data.x);
+  EXPECT_EQ(back->y, data.y);
+  Eigen::MatrixXd m(2, 3);
+  m << 1, 2, 3, 4, 5, 6.5;
+  v1::Matrix pm;
+  bridge::ToProto(m, &pm);
+  EXPECT_EQ(pm.values(2), 3.0);  // row-major
+  absl::StatusOr<Eigen::MatrixXd> mb = bridge::FromProto(pm, "x_new");
+  ASSERT_TRUE(mb.ok());
+  EXPECT_EQ(*mb, m);
+  pm.add_values(7);
+  EXPECT_THAT(std::string(bridge::FromProto(pm, "x_new").status().message()), HasSubstr("x_new"));
+}
+
+TEST(BridgeRoundTripTest, ScoreRequestKeepsEveryOption) {
+  const ScoreOptions options = UnusualScoreOptions();
+  const v1::ScoreRequest request =
+      bridge::ScoreRequestOf(Example(), {Kernel("SE"), Kernel("SE+LIN")}, options);
+  EXPECT_EQ(request.kernels_size(), 2);
+  EXPECT_EQ(request.fit().restarts(), 7);
+  EXPECT_EQ(request.fit().scale_x(), XScalingText(options.scale_x));
+  absl::StatusOr<ScoreOptions> back = bridge::ScoreOptionsFromProto(request);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->fit.restarts, 7);
+  EXPECT_EQ(back->fit.seed, 11u);
+  EXPECT_EQ(back->fit.max_iterations, 123);
+  EXPECT_FALSE(back->standardize);
+  EXPECT_EQ(back->metrics, options.metrics);
+  EXPECT_EQ(back->laplace_r, options.laplace_r);
+  EXPECT_EQ(back->hyperparameters.prior_overrides.at("SE.lengthscale").sd, 0.7);
+  EXPECT_EQ(back->hyperparameters.fixed_values.at("noise"), 0.05);
+  EXPECT_EQ(back->scale_x.factor, 2.5);
+  EXPECT_FALSE(back->data_informed_starts);
+  const v1::ScoreRequest again =
+      bridge::ScoreRequestOf(Example(), {Kernel("SE"), Kernel("SE+LIN")}, *back);
+  EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
+                                                          << again.DebugString();
+}
+
+TEST(BridgeRoundTripTest, SearchRequestKeepsEveryOption) {
+  SearchOptions options;
+  options.base_kernels = {Kernel("SE"), Kernel("PER"), Kernel("LIN")};
+  options.max_depth = 4;
+  options.metric = "bic";
+  options.beam_width = 3;
+  options.threads = 2;
+  options.warm_start = false;
+  options.score = UnusualScoreOptions();
+  const v1::SearchRequest request = bridge::SearchRequestOf(Example(), options);
+  absl::StatusOr<SearchOptions> back = bridge::SearchOptionsFromProto(request);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->max_depth, 4);
+  EXPECT_EQ(back->metric, "bic");
+  EXPECT_EQ(back->beam_width, 3);
+  EXPECT_FALSE(back->warm_start);
+  EXPECT_EQ(back->base_kernels.size(), 3u);
+  const v1::SearchRequest again = bridge::SearchRequestOf(Example(), *back);
+  EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
+                                                          << again.DebugString();
+}
+
+TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
+  EvidenceOptions options;
+  options.sampling.num_live = 77;
+  options.sampling.dlogz = 0.3;
+  options.sampling.dynamic = true;
+  options.sampling.seed = 9;
+  options.sampling.max_likelihood_calls = 12345;
+  options.sampling.max_seconds = 4.5;
+  options.sampling.return_samples = true;
+  options.standardize = false;
+  options.hyperparameters.fixed_values["noise"] = 0.2;
+  options.scale_x = *ParseXScaling("auto");
+  const v1::SubmitEvidenceRequest request =
+      bridge::SubmitEvidenceRequestOf(Example(), Kernel("SE"), options);
+  EXPECT_EQ(request.kernel(), "SE");
+  const EvidenceOptions back = bridge::FromProto(request.options());
+  EXPECT_EQ(back.sampling.num_live, 77);
+  EXPECT_EQ(back.sampling.max_likelihood_calls, 12345);
+  EXPECT_TRUE(back.sampling.dynamic);
+  EXPECT_EQ(back.scale_x.mode, XScaling::Mode::kAuto);
+  const v1::SubmitEvidenceRequest again =
+      bridge::SubmitEvidenceRequestOf(Example(), Kernel("SE"), back);
+  EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
+                                                          << again.DebugString();
+}
+
+TEST(BridgeRoundTripTest, PredictRequestThroughValidation) {
+  PredictOptions options;
+  options.objective = FitObjective::kMaximumLikelihood;
+  options.fit = UnusualScoreOptions();
+  options.fit.hyperparameters.fixed_values.clear();
+  options.fit.metrics.clear();
+  options.fit.laplace_r.clear();
+  const Eigen::MatrixXd x_new = Eigen::VectorXd::LinSpaced(4, 0.0, 1.0);
+  const v1::PredictRequest request =
+      bridge::PredictRequestOf(Example(), Kernel("SE"), x_new, options);
+  absl::StatusOr<ValidPredict> valid = ValidatePredictRequest(request, ServiceLimits{});
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  EXPECT_EQ(valid->x_new, x_new);
+  EXPECT_EQ(valid->options.objective, FitObjective::kMaximumLikelihood);
+  EXPECT_EQ(valid->options.fit.fit.restarts, 7);
+  EXPECT_EQ(valid->options.fit.scale_x.factor, 2.5);
+  const v1::PredictRequest again =
+      bridge::PredictRequestOf(valid->data, valid->kernel, valid->x_new, valid->options);
+  EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
+                                                          << again.DebugString();
+}
+
+// Results of real runs: ToProto(FromProto(ToProto(r))) == ToProto(r).
+template <typename Core, typename Proto>
+void ExpectStableRoundTrip(const Core& result) {
+  Proto first;
+  bridge::ToProto(result, &first);
+  Proto second;
+  if constexpr (std::is_same_v<Core, SearchResult>) {
+    absl::StatusOr<SearchResult> back = bridge::FromProto(first);
+    ASSERT_TRUE(back.ok()) << back.status();
+    bridge::ToProto(*back, &second);
+  } else {
+    bridge::ToProto(bridge::FromProto(first), &second);
+  }
+  EXPECT_TRUE(MessageDifferencer::Equals(first, second)) << first.DebugString() << "\nvs\n"
+                                                         << second.DebugString();
+}
+
+TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
+  const Dataset data = Example();
+  ScoreOptions score_options;
+  score_options.standardize = false;
+  score_options.laplace_r = {0.5};
+  absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel("SE"), score_options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  ExpectStableRoundTrip<KernelScore, v1::KernelScore>(*score);
+  ExpectStableRoundTrip<FitResult, v1::FitResult>(*score->map_fit);
+  v1::KernelScore proto;
+  bridge::ToProto(*score, &proto);
+  EXPECT_EQ(proto.metrics().at("mll"), score->metrics.at("mll"));  // bit for bit
+  EXPECT_EQ(proto.map_fit().values().at("SE.lengthscale"), score->map_fit->values.at("SE.lengthscale"));
+  EXPECT_EQ(proto.laplace().eigenvalues_size(), 2);
+
+  PredictOptions predict_options;
+  predict_options.fit = score_options;
+  absl::StatusOr<PredictResult> predicted = FitAndPredict(
+      data, Kernel("SE"), Eigen::VectorXd::LinSpaced(3, 0.0, 1.0), predict_options);
+  ASSERT_TRUE(predicted.ok());
+  ExpectStableRoundTrip<PredictResult, v1::PredictResponse>(*predicted);
+  v1::PredictResponse response;
+  bridge::ToProto(*predicted, &response);
+  EXPECT_EQ(response.mean(1), predicted->prediction.mean(1));
+  EXPECT_TRUE(response.has_fit());
+  EXPECT_EQ(response.kernel(), "SE");
+
+  EvidenceOptions evidence_options;
+  evidence_options.standardize = false;
+  evidence_options.sampling.num_live = 50;
+  evidence_options.sampling.dlogz = 0.5;
+  evidence_options.sampling.return_samples = true;
+  absl::StatusOr<EvidenceResult> evidence = ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(evidence.ok());
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*evidence);
+
+  SearchOptions search_options;
+  search_options.base_kernels = {Kernel("SE"), Kernel("LIN")};
+  search_options.max_depth = 2;
+  search_options.metric = "bic";
+  search_options.score.standardize = false;
+  search_options.score.fit.restarts = 2;
+  absl::StatusOr<SearchResult> search = RunKernelSearch(data, search_options);
+  ASSERT_TRUE(search.ok()) << search.status();
+  ExpectStableRoundTrip<SearchResult, v1::SearchResult>(*search);
+
+  const Progress progress{"search", 0.25, "step 1/2"};
+  v1::Progress p;
+  bridge::ToProto(progress, &p);
+  const Progress back = bridge::FromProto(p);
+  EXPECT_EQ(back.stage, "search");
+  EXPECT_EQ(back.fraction, 0.25);
+  EXPECT_EQ(back.message, "step 1/2");
+}
+
+TEST(BridgeStatusTest, DetailsSurviveTheTripThroughGrpc) {
+  absl::Status bad = bridge::InvalidFields({{"dataset.y", "is empty"}, {"kernels[1]", "bad"}});
+  absl::Status back = bridge::FromGrpcStatus(bridge::ToGrpcStatus(bad));
+  EXPECT_EQ(back.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bridge::FieldViolations(back),
+              UnorderedElementsAre(Pair("dataset.y", "is empty"), Pair("kernels[1]", "bad")));
+  absl::Status full = bridge::WithErrorInfo(absl::ResourceExhaustedError("queue"), "QUEUE_FULL");
+  EXPECT_EQ(bridge::ErrorReason(bridge::FromGrpcStatus(bridge::ToGrpcStatus(full))), "QUEUE_FULL");
+}
+
+TEST(BridgeValidationTest, EveryBadFieldIsNamedWithCoreMessagesAndDefaults) {
+  v1::ScoreRequest request = bridge::ScoreRequestOf(Example(), {Kernel("SE")}, ScoreOptions{});
+  request.add_kernels("SE +");
+  request.add_metrics("lapx");
+  request.mutable_fit()->set_restarts(-1);
+  request.mutable_dataset()->set_y(3, std::nan(""));
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(request, ServiceLimits{});
+  ASSERT_EQ(valid.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  std::string restarts_message, metric_message;
+  for (const auto& [field, description] : bridge::FieldViolations(valid.status())) {
+    fields.push_back(field);
+    if (field == "fit.restarts") restarts_message = description;
+    if (field == absl::StrCat("metrics[", request.metrics_size() - 1, "]")) {
+      metric_message = description;
+    }
+  }
+  EXPECT_THAT(fields, ::testing::IsSupersetOf({std::string("dataset.y"), std::string("kernels[1]"),
+                                               std::string("fit.restarts")}));
+  // The default comes from core's FitOptions, the metric message from core's ParseMetric.
+  EXPECT_THAT(restarts_message, HasSubstr(absl::StrCat("default ", FitOptions{}.restarts)));
+  EXPECT_EQ(metric_message,
+            std::string(absl::StripPrefix(ParseMetric("lapx").status().message(), "metrics: ")));
+
+  // The server's own limits, and only those, come from ServiceLimits.
+  ServiceLimits tight;
+  tight.max_points = 5;
+  request = bridge::ScoreRequestOf(Example(), {Kernel("SE")}, ScoreOptions{});
+  valid = ValidateScoreRequest(request, tight);
+  EXPECT_THAT(std::string(valid.status().message()), HasSubstr("limit of 5"));
+  ASSERT_TRUE(ValidateScoreRequest(request, ServiceLimits{}).ok());
+}
+
+}  // namespace
+}  // namespace gpsel
