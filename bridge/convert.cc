@@ -1,6 +1,7 @@
 // Conversions between gpsel.v1 messages and core types; see convert.h.
 #include "bridge/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -8,6 +9,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -122,7 +124,14 @@ void ToProto(const Eigen::MatrixXd& matrix, v1::Matrix* proto) {
 
 // ---- options --------------------------------------------------------------------------------
 
-FitSettings FromProto(const v1::FitOptions& proto) {
+namespace {
+
+using ViolationList = std::vector<std::pair<std::string, std::string>>;
+
+// Every field of FitOptions, parsed once; a bad scale_x is reported under `field`.scale_x with
+// core's message (ParseXScaling) and left at "none".
+FitSettings ParseFitSettings(const v1::FitOptions& proto, std::string_view field,
+                             ViolationList* violations) {
   FitSettings settings;
   if (proto.restarts() != 0) settings.fit.restarts = proto.restarts();
   settings.fit.seed = proto.seed();
@@ -134,11 +143,50 @@ FitSettings FromProto(const v1::FitOptions& proto) {
   for (const auto& [name, value] : proto.fixed_values()) {
     settings.hyperparameters.fixed_values[name] = value;
   }
-  if (absl::StatusOr<XScaling> scale_x = ParseXScaling(proto.scale_x()); scale_x.ok()) {
+  const std::string scale_field = absl::StrCat(std::string(field), ".scale_x");
+  if (absl::StatusOr<XScaling> scale_x = ParseXScaling(proto.scale_x(), scale_field);
+      scale_x.ok()) {
     settings.scale_x = *scale_x;
+  } else if (violations != nullptr) {
+    violations->emplace_back(scale_field, std::string(scale_x.status().message()));
   }
   settings.data_informed_starts =
       proto.has_data_informed_starts() ? proto.data_informed_starts() : true;
+  return settings;
+}
+
+// Metric names with core's parser and message ("unknown metric ... (known: ...)").
+std::vector<Metric> ParseMetrics(const google::protobuf::RepeatedPtrField<std::string>& names,
+                                 std::string_view field, ViolationList* violations) {
+  std::vector<Metric> metrics;
+  for (int i = 0; i < names.size(); ++i) {
+    absl::StatusOr<Metric> metric = ParseMetric(names[i]);
+    if (metric.ok()) {
+      metrics.push_back(*metric);
+    } else {
+      violations->emplace_back(absl::StrCat(std::string(field), "[", i, "]"),
+                               std::string(absl::StripPrefix(metric.status().message(),
+                                                             "metrics: ")));
+    }
+  }
+  return metrics;
+}
+
+absl::Status ViolationsStatus(const ViolationList& violations) {
+  return violations.empty() ? absl::OkStatus() : InvalidFields(violations);
+}
+
+}  // namespace
+
+FitSettings FromProto(const v1::FitOptions& proto) {
+  return ParseFitSettings(proto, "fit", nullptr);
+}
+
+absl::StatusOr<FitSettings> FitSettingsFromProto(const v1::FitOptions& proto,
+                                                 std::string_view field) {
+  ViolationList violations;
+  FitSettings settings = ParseFitSettings(proto, field, &violations);
+  if (!violations.empty()) return InvalidFields(violations);
   return settings;
 }
 
@@ -176,17 +224,17 @@ void ToProto(const FitSettings& settings, v1::FitOptions* proto) {
 }
 
 absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& request) {
+  ViolationList violations;
   ScoreOptions options;
-  ApplyFitSettings(FromProto(request.fit()), &options);
-  for (int i = 0; i < request.metrics_size(); ++i) {
-    absl::StatusOr<Metric> metric = ParseMetric(request.metrics(i));
-    if (!metric.ok()) {
-      return InvalidField(absl::StrCat("metrics[", i, "]"),
-                          absl::StrCat("unknown metric '", request.metrics(i), "'"));
+  ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options);
+  options.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
+  for (int i = 0; i < request.laplace_r_size(); ++i) {
+    if (!std::isfinite(request.laplace_r(i))) {
+      violations.emplace_back(absl::StrCat("laplace_r[", i, "]"), "must be finite");
     }
-    options.metrics.push_back(*metric);
   }
   options.laplace_r.assign(request.laplace_r().begin(), request.laplace_r().end());
+  if (absl::Status s = ViolationsStatus(violations); !s.ok()) return s;
   return options;
 }
 
@@ -499,25 +547,29 @@ EvidenceResult FromProto(const v1::EvidenceResult& proto) {
 // ---- search -------------------------------------------------------------------------------
 
 absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& request) {
+  ViolationList violations;
   SearchOptions options;
   for (int i = 0; i < request.base_kernels_size(); ++i) {
+    const std::string field = absl::StrCat("base_kernels[", i, "]");
     absl::StatusOr<std::vector<KernelExpr>> parsed = ParseBaseKernelList(request.base_kernels(i));
     if (!parsed.ok() || parsed->size() != 1) {
-      return InvalidField(absl::StrCat("base_kernels[", i, "]"),
-                          parsed.ok() ? "must be a single base kernel"
-                                      : std::string(parsed.status().message()));
+      violations.emplace_back(field, parsed.ok()
+                                         ? "must be a single base kernel such as SE or LIN[1]"
+                                         : std::string(parsed.status().message()));
+      continue;
     }
-    for (const KernelExpr& k : options.base_kernels) {
-      if (k == parsed->front()) {
-        return InvalidField(absl::StrCat("base_kernels[", i, "]"),
-                            absl::StrCat("duplicate base kernel '", request.base_kernels(i), "'"));
-      }
+    if (std::find(options.base_kernels.begin(), options.base_kernels.end(), parsed->front()) !=
+        options.base_kernels.end()) {
+      violations.emplace_back(field,
+                              absl::StrCat("duplicate base kernel '", request.base_kernels(i), "'"));
+      continue;
     }
     options.base_kernels.push_back(parsed->front());
   }
   if (!request.metric().empty()) {
-    if (!ParseMetric(request.metric()).ok()) {
-      return InvalidField("metric", absl::StrCat("unknown metric '", request.metric(), "'"));
+    if (absl::StatusOr<Metric> metric = ParseMetric(request.metric()); !metric.ok()) {
+      violations.emplace_back(
+          "metric", std::string(absl::StripPrefix(metric.status().message(), "metrics: ")));
     }
     options.metric = request.metric();
   }
@@ -525,15 +577,9 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
   if (request.beam_width() != 0) options.beam_width = request.beam_width();
   if (request.has_warm_start()) options.warm_start = request.warm_start();
   options.threads = request.threads() == 0 ? 1 : request.threads();
-  ApplyFitSettings(FromProto(request.fit()), &options.score);
-  for (int i = 0; i < request.metrics_size(); ++i) {
-    absl::StatusOr<Metric> metric = ParseMetric(request.metrics(i));
-    if (!metric.ok()) {
-      return InvalidField(absl::StrCat("metrics[", i, "]"),
-                          absl::StrCat("unknown metric '", request.metrics(i), "'"));
-    }
-    options.score.metrics.push_back(*metric);
-  }
+  ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
+  options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
+  if (absl::Status s = ViolationsStatus(violations); !s.ok()) return s;
   return options;
 }
 

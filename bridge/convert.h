@@ -58,14 +58,19 @@ struct FitSettings {
   XScaling scale_x;
   bool data_informed_starts = true;
 };
-// scale_x must have been validated (ValidateFitOptions); an unreadable one is taken as "none".
+// Decodes fit options already validated (a stored job's request): an unreadable scale_x is taken
+// as "none". FitSettingsFromProto parses them as a request, INVALID_ARGUMENT naming
+// `field`.scale_x with core's message.
 FitSettings FromProto(const v1::FitOptions& proto);
+absl::StatusOr<FitSettings> FitSettingsFromProto(const v1::FitOptions& proto,
+                                                 std::string_view field);
 void ToProto(const FitSettings& settings, v1::FitOptions* proto);
 // The fit settings of score options, and back.
 FitSettings FitSettingsOf(const ScoreOptions& options);
 void ApplyFitSettings(const FitSettings& settings, ScoreOptions* options);
 
-// Full score options of a ScoreRequest; INVALID_ARGUMENT naming "metrics[i]" for a bad metric.
+// Full score options of a ScoreRequest, each field parsed once with core's parsers and messages;
+// INVALID_ARGUMENT listing every bad one ("metrics[i]", "laplace_r[i]", "fit.scale_x").
 absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& request);
 // Fills the option fields of `request` (not dataset/kernels) from core options.
 void ScoreOptionsToProto(const ScoreOptions& options, v1::ScoreRequest* request);
@@ -95,8 +100,8 @@ EvidenceResult FromProto(const v1::EvidenceResult& proto);
 
 // ---- search -------------------------------------------------------------------------------
 
-// Search options of a request (scorer left empty). INVALID_ARGUMENT naming "base_kernels[i]",
-// "metric" or "metrics[i]".
+// Search options of a request (scorer left empty), each field parsed once. INVALID_ARGUMENT
+// listing every bad "base_kernels[i]", "metric", "metrics[i]" and "fit.scale_x".
 absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& request);
 // Fills every field of `request` except the dataset from core options.
 void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* request);

@@ -21,6 +21,10 @@ class Violations {
   void Add(std::string field, std::string description) {
     list_.emplace_back(std::move(field), std::move(description));
   }
+  // Adds the field violations a bridge parser reported (nothing for OK).
+  void AddAll(const absl::Status& status) {
+    for (auto& violation : bridge::FieldViolations(status)) list_.push_back(std::move(violation));
+  }
   bool empty() const { return list_.empty(); }
   absl::Status ToStatus() const { return bridge::InvalidFields(list_); }
 
@@ -143,10 +147,6 @@ void CheckFitOptions(const v1::FitOptions& fit, const std::string& field,
       v.Add(f, absl::StrCat("noise variance must exceed the floor ", kNoiseFloor));
     }
   }
-  if (absl::StatusOr<XScaling> scale_x = ParseXScaling(fit.scale_x(), field + ".scale_x");
-      !scale_x.ok()) {
-    v.Add(field + ".scale_x", "must be 'none', 'auto' or a positive number");
-  }
 }
 
 // Every override/fixed name must exist in every kernel it is applied to.
@@ -183,18 +183,6 @@ void CheckStandardizable(const Dataset& data, bool standardize, const std::strin
   }
 }
 
-// A metric name, with core's own message (ParseMetric) when it is unknown.
-void CheckMetric(const std::string& name, const std::string& field, Violations& v) {
-  if (absl::StatusOr<Metric> metric = ParseMetric(name); !metric.ok()) {
-    v.Add(field, std::string(absl::StripPrefix(metric.status().message(), "metrics: ")));
-  }
-}
-
-void CheckMetrics(const google::protobuf::RepeatedPtrField<std::string>& metrics,
-                  const std::string& field, Violations& v) {
-  for (int i = 0; i < metrics.size(); ++i) CheckMetric(metrics[i], absl::StrCat(field, "[", i, "]"), v);
-}
-
 }  // namespace
 
 absl::Status ServiceLimits::Validate() const {
@@ -225,12 +213,9 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
     const std::string field = absl::StrCat("kernels[", i, "]");
     if (auto k = CheckKernel(request.kernels(i), field, limits, d, v)) kernels.emplace_back(field, *k);
   }
-  CheckMetrics(request.metrics(), "metrics", v);
-  for (int i = 0; i < request.laplace_r_size(); ++i) {
-    if (!std::isfinite(request.laplace_r(i))) {
-      v.Add(absl::StrCat("laplace_r[", i, "]"), "must be finite");
-    }
-  }
+  // Metrics, laplace_r and the fit options, each parsed once (bridge/convert.h).
+  absl::StatusOr<ScoreOptions> options = bridge::ScoreOptionsFromProto(request);
+  v.AddAll(options.status());
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);
   CheckParameterNames(request.fit(), "fit", kernels, v);
   if (data) CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(), "fit", v);
@@ -239,8 +224,6 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   ValidScore out;
   out.data = *std::move(data);
   for (auto& [field, kernel] : kernels) out.kernels.push_back(std::move(kernel));
-  absl::StatusOr<ScoreOptions> options = bridge::ScoreOptionsFromProto(request);
-  if (!options.ok()) return options.status();
   out.options = *std::move(options);
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
@@ -253,19 +236,20 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   Violations v;
   std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
   const int d = data ? data->num_dims() : 0;
-  std::vector<std::pair<std::string, KernelExpr>> bases;
-  for (int i = 0; i < request.base_kernels_size(); ++i) {
-    const std::string field = absl::StrCat("base_kernels[", i, "]");
-    if (auto k = CheckKernel(request.base_kernels(i), field, limits, d, v)) {
-      if (!k->is_base()) {
-        v.Add(field, "must be a single base kernel such as SE or LIN[1]");
-      } else {
-        bases.emplace_back(field, *k);
+  // Base kernels, metric(s) and fit options, each parsed once (bridge/convert.h); here only the
+  // server's limits and the columns the base kernels read.
+  absl::StatusOr<SearchOptions> options = bridge::SearchOptionsFromProto(request);
+  v.AddAll(options.status());
+  if (options.ok()) {
+    for (size_t i = 0; i < options->base_kernels.size(); ++i) {
+      const KernelExpr& base = options->base_kernels[i];
+      if (d > 0 && base.active_dim >= d) {
+        v.Add(absl::StrCat("base_kernels[", i, "]"),
+              absl::StrCat("reads input column ", base.active_dim, " but the dataset has ", d,
+                           " column(s)"));
       }
     }
   }
-  if (!request.metric().empty()) CheckMetric(request.metric(), "metric", v);
-  CheckMetrics(request.metrics(), "metrics", v);
   if (request.max_depth() < 0 || request.max_depth() > limits.max_search_depth) {
     v.Add("max_depth", absl::StrCat("must be in [0, ", limits.max_search_depth, "] (0 = default ",
                                     SearchOptions{}.max_depth, ")"));
@@ -279,8 +263,6 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   if (data) CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(), "fit", v);
   if (!v.empty()) return v.ToStatus();
 
-  absl::StatusOr<SearchOptions> options = bridge::SearchOptionsFromProto(request);
-  if (!options.ok()) return options.status();
   const int max_threads = limits.max_search_threads > 0
                               ? limits.max_search_threads
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -320,6 +302,8 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
       break;
     }
   }
+  absl::StatusOr<bridge::FitSettings> fit = bridge::FitSettingsFromProto(request.fit(), "fit");
+  v.AddAll(fit.status());
   if (request.hyperparameters_size() == 0) {
     CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);
     if (kernel) CheckParameterNames(request.fit(), "fit", {{"kernel", *kernel}}, v);
@@ -363,7 +347,7 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
   out.options.objective = request.objective() == v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD
                               ? FitObjective::kMaximumLikelihood
                               : FitObjective::kMaximumAPosteriori;
-  bridge::ApplyFitSettings(bridge::FromProto(request.fit()), &out.options.fit);
+  bridge::ApplyFitSettings(*fit, &out.options.fit);
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
@@ -401,6 +385,7 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
     v.Add("options.max_seconds", "must be finite and >= 0");
   }
   if (request.request_id().size() > 256) v.Add("request_id", "is longer than 256 characters");
+  v.AddAll(bridge::FitSettingsFromProto(o.fit(), "options.fit").status());
   CheckFitOptions(o.fit(), "options.fit", limits, /*check_fitting=*/false, v);
   if (kernel) CheckParameterNames(o.fit(), "options.fit", {{"kernel", *kernel}}, v);
   if (data) CheckStandardizable(*data, !o.fit().has_standardize() || o.fit().standardize(), "options.fit", v);

@@ -283,5 +283,33 @@ TEST(BridgeValidationTest, EveryBadFieldIsNamedWithCoreMessagesAndDefaults) {
   ASSERT_TRUE(ValidateScoreRequest(request, ServiceLimits{}).ok());
 }
 
+TEST(BridgeValidationTest, SearchOptionsReportEveryBadFieldAtOnce) {
+  SearchOptions options;
+  options.base_kernels = {Kernel("SE")};
+  v1::SearchRequest request = bridge::SearchRequestOf(Example(), options);
+  request.add_base_kernels("SE+LIN");   // not a base kernel
+  request.add_base_kernels("SE");       // a duplicate
+  request.set_metric("waic");
+  request.mutable_fit()->set_scale_x("-3");
+  absl::StatusOr<SearchOptions> parsed = bridge::SearchOptionsFromProto(request);
+  ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  for (const auto& [field, description] : bridge::FieldViolations(parsed.status())) {
+    fields.push_back(field);
+  }
+  EXPECT_THAT(fields, UnorderedElementsAre("base_kernels[1]", "base_kernels[2]", "metric",
+                                           "fit.scale_x"));
+  // The server adds its limits and the data's columns to the same list.
+  request.set_max_depth(99);
+  request.set_base_kernels(0, "SE[3]");
+  absl::StatusOr<ValidSearch> valid = ValidateSearchRequest(request, ServiceLimits{});
+  fields.clear();
+  for (const auto& [field, description] : bridge::FieldViolations(valid.status())) {
+    fields.push_back(field);
+  }
+  EXPECT_THAT(fields, ::testing::IsSupersetOf({std::string("max_depth"), std::string("metric"),
+                                               std::string("fit.scale_x")}));
+}
+
 }  // namespace
 }  // namespace gpsel
