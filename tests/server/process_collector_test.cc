@@ -87,10 +87,13 @@ TEST(ProcessCollectorTest, ResidentMemoryGrowsWithATouched64MiBBuffer) {
 }
 
 TEST(ProcessCollectorTest, CpuSecondsAgreeWithGetrusage) {
-  // Burn ~0.3 s of CPU so that the clock-tick granularity (10 ms) matters little.
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  // Burn 0.3 s of CPU (CPU time, not wall time: on a loaded machine the two differ) so that the
+  // clock-tick granularity (10 ms) matters little.
+  const double start = RusageCpuSeconds();
   volatile double x = 0;
-  while (std::chrono::steady_clock::now() < end) x = x + std::sqrt(x + 1.0);
+  while (RusageCpuSeconds() < start + 0.3) {
+    for (int i = 0; i < 10000; ++i) x = x + std::sqrt(x + 1.0);
+  }
   const double before = RusageCpuSeconds();
   const double read = ReadProcessStats().cpu_seconds.value();
   const double after = RusageCpuSeconds();
