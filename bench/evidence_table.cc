@@ -24,7 +24,8 @@
 
 namespace {
 
-constexpr double kPaperExact = -8.032;  // the paper's Sec. 4.1 (2-D quadrature; tests/core/evidence_test.cc)
+// The paper's Sec. 4.1 example, by 2-D quadrature (tests/core/evidence_test.cc).
+constexpr double kPaperExact = -8.032;
 
 gpsel::Dataset LoadOrDie(const std::string& name) {
   absl::StatusOr<gpsel::Dataset> d = gpsel::LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/" + name);

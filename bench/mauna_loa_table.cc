@@ -7,7 +7,8 @@
 //   mauna_loa_table [--data=PATH] [--restarts=5] [--seed=0] [--fix_period]
 //
 // --fix_period fixes PER.period = 1 (year), as eq. 5.19 writes k2 (sin²(π(x−x'))); by default the
-// period is a free hyperparameter with its prior (core/hyperparameters.h), like every other parameter.
+// period is a free hyperparameter with its prior (core/hyperparameters.h), like every other
+// parameter.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

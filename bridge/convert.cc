@@ -560,8 +560,8 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
     }
     if (std::find(options.base_kernels.begin(), options.base_kernels.end(), parsed->front()) !=
         options.base_kernels.end()) {
-      violations.emplace_back(field,
-                              absl::StrCat("duplicate base kernel '", request.base_kernels(i), "'"));
+      violations.emplace_back(
+          field, absl::StrCat("duplicate base kernel '", request.base_kernels(i), "'"));
       continue;
     }
     options.base_kernels.push_back(parsed->front());

@@ -5,7 +5,8 @@
 //
 //   RemoteFlags remote;                 // AddRemoteFlags(sub, remote, /*server_required=*/false)
 //   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(remote);
-//   absl::StatusOr<std::vector<KernelScore>> scores = (*backend)->Score(data, kernels, options, {});
+//   absl::StatusOr<std::vector<KernelScore>> scores =
+//       (*backend)->Score(data, kernels, options, /*progress=*/nullptr);
 #ifndef GPSEL_CLI_BACKEND_H_
 #define GPSEL_CLI_BACKEND_H_
 

@@ -3,7 +3,8 @@
 // (core/predict.h FitAndPredict, in-process or on a gpsel-server). Prints a table, CSV
 // (--format csv) or the PredictResponse message in the protobuf JSON mapping (--json).
 //
-//   gpsel predict --data data/mauna_loa_monthly.csv --kernel 'C*SE' --grid 2002:2004:25 --format csv
+//   gpsel predict --data data/mauna_loa_monthly.csv --kernel 'C*SE' --grid 2002:2004:25
+//       --format csv
 #include <iostream>
 #include <map>
 #include <memory>

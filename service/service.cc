@@ -450,8 +450,8 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServe
           if (result.ok()) {
             bridge::ToProto(*result, response);
           } else {
-            status = AttachField(result.status(),
-                                 work->options.hyperparameters.empty() ? "kernel" : "hyperparameters");
+            const bool fitted = work->options.hyperparameters.empty();
+            status = AttachField(result.status(), fitted ? "kernel" : "hyperparameters");
           }
         }
         if (!status.ok()) response->Clear();
