@@ -24,17 +24,11 @@
 namespace gpsel {
 namespace {
 
-using ::gpsel::testing::PostgresTestDatabase;
-using ::gpsel::testing::PostgresUrlFromEnv;
-using ::gpsel::testing::SqliteTestDatabase;
+using ::gpsel::testing::Backend;
+using ::gpsel::testing::BackendName;
+using ::gpsel::testing::MakeTestDatabase;
 using ::gpsel::testing::TestDatabase;
 using ::testing::HasSubstr;
-
-enum class Backend { kSqlite, kPostgres };
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
-}
 
 // What the "wait" kind's executor does and saw; shared with the executor.
 struct Gate {
@@ -63,17 +57,10 @@ constexpr char kWaitMessage[] = "waiting for the gate";
 class JobRunnerTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backend::kPostgres) {
-      const char* url = PostgresUrlFromEnv();
-      if (url == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
-      absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(url);
-      ASSERT_TRUE(db.ok()) << db.status();
-      db_ = std::move(*db);
-    } else {
-      auto db = std::make_unique<SqliteTestDatabase>();
-      ASSERT_TRUE(db->ok());
-      db_ = std::move(db);
-    }
+    absl::StatusOr<std::unique_ptr<TestDatabase>> db = MakeTestDatabase(GetParam());
+    ASSERT_TRUE(db.ok()) << db.status();
+    if (*db == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
+    db_ = *std::move(db);
     store_ = Open();
     ASSERT_NE(store_, nullptr);
     kinds_ = MakeKinds(gate_);

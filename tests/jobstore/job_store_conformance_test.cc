@@ -28,9 +28,9 @@
 namespace gpsel {
 namespace {
 
-using ::gpsel::testing::PostgresTestDatabase;
-using ::gpsel::testing::PostgresUrlFromEnv;
-using ::gpsel::testing::SqliteTestDatabase;
+using ::gpsel::testing::Backend;
+using ::gpsel::testing::BackendName;
+using ::gpsel::testing::MakeTestDatabase;
 using ::gpsel::testing::TempDir;
 using ::gpsel::testing::TestDatabase;
 
@@ -41,16 +41,6 @@ constexpr absl::Duration kLease = absl::Milliseconds(100);
 constexpr absl::Duration kPastLease = absl::Milliseconds(150);
 constexpr absl::Duration kLongLease = absl::Seconds(60);
 constexpr char kKind[] = "evidence";
-
-enum class Backend { kSqlite, kPostgres };
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
-}
-// Readable parameter in failure messages (instead of "4-byte object <00-00 00-00>").
-void PrintTo(Backend backend, std::ostream* os) {
-  *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
-}
 
 // Bytes that a text-only layer would mangle: NUL, high bytes, quotes.
 std::string BinaryPayload(int i) {
@@ -65,17 +55,10 @@ class JobStoreConformanceTest : public ::testing::TestWithParam<Backend> {
   void SetUp() override {
     options_.max_attempts = 3;
     ASSERT_TRUE(scratch_.ok());
-    if (GetParam() == Backend::kPostgres) {
-      const char* url = PostgresUrlFromEnv();
-      if (url == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
-      absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(url);
-      ASSERT_TRUE(db.ok()) << db.status();
-      db_ = std::move(*db);
-    } else {
-      auto db = std::make_unique<SqliteTestDatabase>();
-      ASSERT_TRUE(db->ok());
-      db_ = std::move(db);
-    }
+    absl::StatusOr<std::unique_ptr<TestDatabase>> db = MakeTestDatabase(GetParam());
+    ASSERT_TRUE(db.ok()) << db.status();
+    if (*db == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
+    db_ = *std::move(db);
     store_ = Open();
     ASSERT_NE(store_, nullptr);
   }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include <pqxx/pqxx>
@@ -154,6 +155,35 @@ class PostgresTestDatabase final : public TestDatabase {
   std::string schema_;
   std::string url_;
 };
+
+// The two store backends that parameterised suites run on.
+enum class Backend { kSqlite, kPostgres };
+
+// Test names ("Sqlite", "Postgres") for INSTANTIATE_TEST_SUITE_P.
+inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+}
+
+// Readable parameter in failure messages (instead of "4-byte object <00-00 00-00>").
+inline void PrintTo(Backend backend, std::ostream* os) {
+  *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
+}
+
+// The test database of `backend`: a SQLite file in a fresh temp directory, or a schema of its
+// own in the PostgreSQL that GPSEL_TEST_POSTGRES_URL names. nullptr (and OK) when that variable
+// is not set: the caller skips with kPostgresSkipMessage.
+inline absl::StatusOr<std::unique_ptr<TestDatabase>> MakeTestDatabase(Backend backend) {
+  if (backend == Backend::kPostgres) {
+    const char* url = PostgresUrlFromEnv();
+    if (url == nullptr) return std::unique_ptr<TestDatabase>();
+    absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(url);
+    if (!db.ok()) return db.status();
+    return std::unique_ptr<TestDatabase>(*std::move(db));
+  }
+  auto db = std::make_unique<SqliteTestDatabase>();
+  if (!db->ok()) return absl::InternalError("cannot create a temporary directory");
+  return std::unique_ptr<TestDatabase>(std::move(db));
+}
 
 }  // namespace gpsel::testing
 

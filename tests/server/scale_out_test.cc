@@ -38,16 +38,6 @@
 namespace gpsel::testing {
 namespace {
 
-enum class Backend { kSqlite, kPostgres };
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
-}
-// Readable parameter in test names and failure messages (instead of "4-byte object <00-00>").
-void PrintTo(Backend backend, std::ostream* os) {
-  *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
-}
-
 // Short enough that the takeover happens within seconds, long enough (heartbeats every
 // lease/3) that a loaded 2-core machine does not let a live worker's lease lapse.
 constexpr int kLeaseSeconds = 2;
