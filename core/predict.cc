@@ -36,10 +36,15 @@ std::string PredictResult::Summary() const {
   return out;
 }
 
-absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
-                                   const std::map<std::string, double>& natural_values,
-                                   bool standardize, const Eigen::MatrixXd& x_new,
-                                   const ProgressCallback& progress, int block_columns) {
+namespace {
+
+// Predict, also handing back the standardisation of y it used (when `used` is not null), so that
+// FitAndPredict reports it without computing it again.
+absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr& kernel,
+                                           const std::map<std::string, double>& natural_values,
+                                           bool standardize, const Eigen::MatrixXd& x_new,
+                                           const ProgressCallback& progress, int block_columns,
+                                           Standardization* used) {
   if (x_new.cols() != data.x.cols()) {
     return absl::InvalidArgumentError(absl::StrCat("x_new: has ", x_new.cols(),
                                                    " columns, the training inputs have ",
@@ -98,7 +103,18 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
     }
   }
   p.noise_variance = Eigen::VectorXd::Constant(m, noise * scale * scale);
+  if (used != nullptr) *used = standardization;
   return p;
+}
+
+}  // namespace
+
+absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
+                                   const std::map<std::string, double>& natural_values,
+                                   bool standardize, const Eigen::MatrixXd& x_new,
+                                   const ProgressCallback& progress, int block_columns) {
+  return PredictAtValues(data, kernel, natural_values, standardize, x_new, progress,
+                         block_columns, /*used=*/nullptr);
 }
 
 absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& kernel,
@@ -123,14 +139,10 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
     out.fit = *result;
   }
   absl::StatusOr<Prediction> prediction =
-      Predict(data, kernel, out.hyperparameters, options.fit.standardize, x_new, progress,
-              options.block_columns);
+      PredictAtValues(data, kernel, out.hyperparameters, options.fit.standardize, x_new, progress,
+                      options.block_columns, &out.standardization);
   if (!prediction.ok()) return prediction.status();
   out.prediction = *std::move(prediction);
-  absl::StatusOr<Standardization> standardization =
-      ComputeStandardization(data.y, options.fit.standardize);
-  if (!standardization.ok()) return standardization.status();
-  out.standardization = *std::move(standardization);
   return out;
 }
 
