@@ -185,16 +185,74 @@ void CheckStandardizable(const Dataset& data, bool standardize, const std::strin
 
 }  // namespace
 
+ServiceLimits ServiceLimitCeilings() {
+  ServiceLimits c;
+  c.max_points = 100000;  // n² doubles = 80 GB: the memory budget binds long before
+  c.max_dims = 10000;
+  c.max_expression_length = 100000;
+  c.max_expression_depth = 64;  // the parsers and evaluators recurse once per level
+  c.max_base_kernels = 128;     // the Hessian grows with u² and the node count
+  c.max_kernels_per_request = 1000;
+  c.max_restarts = 1000;  // FitOptions::Validate's own bound
+  c.max_iterations = 1000000;
+  c.max_search_depth = 20;
+  c.max_beam_width = 256;
+  c.max_search_threads = 256;  // FitOptions::Validate's bound on threads
+  c.max_live_points = 100000;
+  c.max_likelihood_calls = 1'000'000'000;
+  c.max_predict_points = 100'000'000;
+  c.max_message_bytes = 1 << 30;
+  c.max_request_bytes = int64_t{1} << 50;
+  return c;
+}
+
 absl::Status ServiceLimits::Validate() const {
-  if (max_points < 2 || max_dims < 1 || max_expression_length < 1 || max_expression_depth < 1 ||
-      max_base_kernels < 1 || max_kernels_per_request < 1 || max_restarts < 1 ||
-      max_iterations < 1 || max_search_depth < 1 || max_beam_width < 1 ||
-      max_search_threads < 0 || max_live_points < 1 || max_likelihood_calls < 1 ||
-      max_predict_points < 1 || max_message_bytes < 1024) {
-    return absl::InvalidArgumentError("limits: every limit must be positive (max_points >= 2, "
-                                      "max_message_bytes >= 1024)");
+  const ServiceLimits ceiling = ServiceLimitCeilings();
+  struct Limit {
+    const char* flag;
+    int64_t value, minimum, maximum;
+  };
+  const Limit limits[] = {
+      {"--max-points", max_points, 2, ceiling.max_points},
+      {"--max-dims", max_dims, 1, ceiling.max_dims},
+      {"--max-expression-length", max_expression_length, 1, ceiling.max_expression_length},
+      {"--max-expression-depth", max_expression_depth, 1, ceiling.max_expression_depth},
+      {"--max-base-kernels", max_base_kernels, 1, ceiling.max_base_kernels},
+      {"--max-kernels", max_kernels_per_request, 1, ceiling.max_kernels_per_request},
+      {"--max-restarts", max_restarts, 1, ceiling.max_restarts},
+      {"--max-iterations", max_iterations, 1, ceiling.max_iterations},
+      {"--max-search-depth", max_search_depth, 1, ceiling.max_search_depth},
+      {"--max-beam-width", max_beam_width, 1, ceiling.max_beam_width},
+      {"--max-search-threads", max_search_threads, 0, ceiling.max_search_threads},
+      {"--max-live-points", max_live_points, 1, ceiling.max_live_points},
+      {"--max-likelihood-calls", max_likelihood_calls, 1, ceiling.max_likelihood_calls},
+      {"--max-predict-points", max_predict_points, 1, ceiling.max_predict_points},
+      {"--max-message-bytes", max_message_bytes, 1024, ceiling.max_message_bytes},
+      {"--max-request-bytes", max_request_bytes, kAutomaticRequestBudget,
+       ceiling.max_request_bytes},
+  };
+  std::vector<std::string> bad;
+  for (const Limit& limit : limits) {
+    if (limit.value < limit.minimum || limit.value > limit.maximum) {
+      bad.push_back(absl::StrCat(limit.flag, " is ", limit.value, "; it must be in [",
+                                 limit.minimum, ", ", limit.maximum, "]"));
+    }
   }
+  if (!bad.empty()) return absl::InvalidArgumentError(absl::StrJoin(bad, "; "));
   return absl::OkStatus();
+}
+
+absl::Status CheckMemoryBudget(const MemoryEstimate& estimate, const ServiceLimits& limits) {
+  if (limits.max_request_bytes <= 0 || estimate.bytes <= limits.max_request_bytes) {
+    return absl::OkStatus();
+  }
+  return bridge::WithErrorInfo(
+      absl::ResourceExhaustedError(absl::StrCat(
+          "the request needs an estimated ", estimate.Summary(), " of memory, more than this "
+          "server's per-request budget of ", FormatBytes(limits.max_request_bytes),
+          " (--max-request-bytes); use fewer points, threads, a smaller kernel or search depth, "
+          "or ask the operator for a larger budget")),
+      "REQUEST_TOO_LARGE");
 }
 
 absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
@@ -227,6 +285,11 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   out.options = *std::move(options);
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
+  }
+  if (absl::Status s = CheckMemoryBudget(
+          EstimateScoreMemory(out.data, out.kernels, out.options), limits);
+      !s.ok()) {
+    return s;
   }
   return out;
 }
@@ -273,6 +336,10 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   ValidSearch out;
   out.data = *std::move(data);
   out.options = *std::move(options);
+  if (absl::Status s = CheckMemoryBudget(EstimateSearchMemory(out.data, out.options), limits);
+      !s.ok()) {
+    return s;
+  }
   return out;
 }
 
@@ -351,6 +418,11 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
+  if (absl::Status s = CheckMemoryBudget(
+          EstimatePredictMemory(out.data, out.kernel, out.x_new.rows(), out.options), limits);
+      !s.ok()) {
+    return s;
+  }
   return out;
 }
 
@@ -397,6 +469,11 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
   out.options = bridge::FromProto(o);
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("options", std::string(s.message()));
+  }
+  if (absl::Status s = CheckMemoryBudget(
+          EstimateEvidenceMemory(out.data, out.kernel, out.options), limits);
+      !s.ok()) {
+    return s;
   }
   return out;
 }

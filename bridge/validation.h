@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
 #include "core/kernel_expr.h"
+#include "core/memory_estimate.h"
 #include "core/evidence.h"
 #include "core/predict.h"
 #include "core/score.h"
@@ -44,8 +45,24 @@ struct ServiceLimits {
   int64_t max_likelihood_calls = 20'000'000;  // EvidenceOptions.max_likelihood_calls
   int max_predict_points = 100000;    // PredictRequest.x_new rows
   int max_message_bytes = 64 << 20;   // gRPC receive limit
+  // Estimated peak bytes of one request (core/memory_estimate.h); more is refused with
+  // RESOURCE_EXHAUSTED (reason REQUEST_TOO_LARGE) and the estimate. 0 = no budget;
+  // kAutomaticRequestBudget: GpselServer::Start divides ¾ of the machine's memory among the
+  // requests and jobs that can run at once.
+  int64_t max_request_bytes = 0;
+  static constexpr int64_t kAutomaticRequestBudget = -1;
+  // Every limit must be at least 1 and at most its hard ceiling (ServiceLimitCeilings()): an
+  // operator can raise limits, but not to where one request exhausts any machine (a 977 GB
+  // Hessian from 1,000 leaves) or overflows the parsers' recursion.
   absl::Status Validate() const;
 };
+
+// The hard ceilings of ServiceLimits (README "Limits and memory").
+ServiceLimits ServiceLimitCeilings();
+
+// RESOURCE_EXHAUSTED (reason REQUEST_TOO_LARGE, naming the estimate and the budget) when
+// `estimate` exceeds limits.max_request_bytes; OK otherwise or without a budget.
+absl::Status CheckMemoryBudget(const MemoryEstimate& estimate, const ServiceLimits& limits);
 
 struct ValidScore {
   Dataset data;

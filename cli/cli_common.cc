@@ -138,6 +138,7 @@ TerminalProgress::~TerminalProgress() { Finish(); }
 ProgressCallback TerminalProgress::callback() {
   if (!enabled_) return nullptr;
   return [this](const Progress& p) {
+    if (p.poll_only) return absl::OkStatus();
     constexpr int kWidth = 30;
     const double fraction = std::clamp(p.fraction, 0.0, 1.0);
     const int filled = static_cast<int>(fraction * kWidth + 0.5);

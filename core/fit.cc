@@ -191,6 +191,7 @@ class NegativeObjective {
   const FitOptions& options_;
   const ProgressCallback& progress_;
   Progress progress_template_;
+  inline static const Progress kPoll = CancellationPoll();
   int evaluations_ = 0;
   int evaluations_without_gain_ = 0;
   int improvements_ = 0;
@@ -227,8 +228,11 @@ class NegativeObjective {
   // K is not positive definite or a value is not finite.
   std::optional<double> Evaluate(const Eigen::VectorXd& raw, Eigen::VectorXd& objective_gradient) {
     ++evaluations_;
-    if (progress_ && evaluations_ % 16 == 0) {
-      if (absl::Status s = progress_(progress_template_); !s.ok()) throw FitCancelled{s};
+    // Every evaluation asks whether to stop (a cancel or deadline frees the worker one
+    // evaluation later); every 16th also reports progress.
+    if (progress_) {
+      const Progress& p = evaluations_ % 16 == 0 ? progress_template_ : kPoll;
+      if (absl::Status s = progress_(p); !s.ok()) throw FitCancelled{s};
     }
     absl::StatusOr<double> value = ObjectiveValue(model_, objective_, raw, &objective_gradient);
     if (!value.ok()) return std::nullopt;
@@ -300,18 +304,31 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
                           LikelihoodHessian* final_hessian = nullptr) {
   constexpr int kMaxNewtonSteps = 30;
   constexpr int kMaxDampingIncreases = 40;
-  absl::StatusOr<LikelihoodHessian> here = ObjectiveWithHessian(model, objective, x);
+  const Progress poll = CancellationPoll();
+  // The callback's first error, wherever it was seen (a poll here or inside a Hessian), so
+  // that a failed evaluation can be told from a cancelled one without calling it again.
+  absl::Status stopped;
+  const ProgressCallback recording =
+      progress ? ProgressCallback([&](const Progress& p) {
+        absl::Status s = progress(p);
+        if (!s.ok() && stopped.ok()) stopped = s;
+        return s;
+      })
+               : ProgressCallback();
+  absl::StatusOr<LikelihoodHessian> here = ObjectiveWithHessian(model, objective, x, recording);
   ++evaluations;
-  if (!here.ok()) return absl::OkStatus();
+  if (!here.ok()) return stopped;  // OK: no polish where the Hessian fails
   auto clamp = [&](const Eigen::VectorXd& point) {
     return point.cwiseMax(options.raw_lower_bound).cwiseMin(options.raw_upper_bound).eval();
   };
   // Moves to `trial` when it is better; `here` then holds its derivatives.
   auto try_point = [&](const Eigen::VectorXd& trial) {
+    if (!stopped.ok() || !ReportProgress(recording, poll).ok()) return false;
     absl::StatusOr<double> v = ObjectiveValue(model, objective, trial);
     ++evaluations;
     if (!v.ok() || !(*v > value)) return false;
-    absl::StatusOr<LikelihoodHessian> there = ObjectiveWithHessian(model, objective, trial);
+    absl::StatusOr<LikelihoodHessian> there =
+        ObjectiveWithHessian(model, objective, trial, recording);
     ++evaluations;
     if (!there.ok()) return false;
     x = trial;
@@ -321,7 +338,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   };
   double mu = 0.0;
   for (int step = 0; step < kMaxNewtonSteps; ++step) {
-    if (absl::Status s = ReportProgress(progress, progress_template); !s.ok()) return s;
+    if (absl::Status s = ReportProgress(recording, progress_template); !s.ok()) return s;
     const std::vector<int> free =
         FreeComponents(x, here->gradient, options.raw_lower_bound, options.raw_upper_bound);
     const int m = static_cast<int>(free.size());
@@ -365,6 +382,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
         mu = moved ? mu / 4.0 : std::max(4.0 * mu, 1e-8 * scale);
       }
     }
+    if (!stopped.ok()) return stopped;
     ++iterations;
     if (!moved) break;  // no better point at machine precision
   }
@@ -376,8 +394,9 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
 
 absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
                                                        FitObjective objective,
-                                                       const Eigen::VectorXd& raw) {
-  absl::StatusOr<LikelihoodHessian> h = model.LogLikelihoodHessian(raw);
+                                                       const Eigen::VectorXd& raw,
+                                                       const ProgressCallback& poll) {
+  absl::StatusOr<LikelihoodHessian> h = model.LogLikelihoodHessian(raw, poll);
   if (!h.ok()) return h.status();
   if (objective == FitObjective::kMaximumAPosteriori) {
     Eigen::VectorXd prior_gradient;

@@ -111,9 +111,11 @@ inline constexpr double kSameOptimumNats = 1e-3;
 // The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian in
 // raw space at `raw`; FAILED_PRECONDITION where K is not positive definite or a value is not
 // finite.
+// `poll` is asked between the Hessian's O(n³) products whether to stop.
 absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
                                                        FitObjective objective,
-                                                       const Eigen::VectorXd& raw);
+                                                       const Eigen::VectorXd& raw,
+                                                       const ProgressCallback& poll = {});
 
 // Deterministic per (seed, objective): each start k draws its point from the prior with a
 // generator seeded from (seed, k), so starts are independent of evaluation order.

@@ -267,7 +267,8 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
 }
 
 absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
-    const Eigen::VectorXd& free_raw) const {
+    const Eigen::VectorXd& free_raw, const ProgressCallback& poll) const {
+  const Progress poll_message = CancellationPoll();
   ScopedLikelihoodEvaluation observed(num_free(), num_points());
   FlushDenormalsScope flush_denormals;
   Factorized f;
@@ -298,6 +299,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
   Eigen::MatrixXd v(n, u);
   result.gradient.resize(u);
   for (int f = 0; f < u; ++f) {
+    if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
     const int i = free_index_[f];
     if (i == noise_index) {
       b[f] = noise_slope * k_inverse;
@@ -314,6 +316,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
   result.hessian.resize(u, u);
   Eigen::MatrixXd k_ij;
   for (int fi = 0; fi < u; ++fi) {
+    if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
     for (int fj = fi; fj < u; ++fj) {
       const int i = free_index_[fi], j = free_index_[fj];
       double second = 0.0;

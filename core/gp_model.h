@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
+#include "core/progress.h"
 
 namespace gpsel {
 
@@ -66,7 +67,10 @@ class GpModel {
   // covariance is not positive definite even after jitter; INVALID_ARGUMENT on a wrong size.
   absl::StatusOr<double> LogLikelihood(const Eigen::VectorXd& free_raw,
                                        Eigen::VectorXd* gradient = nullptr) const;
-  absl::StatusOr<LikelihoodHessian> LogLikelihoodHessian(const Eigen::VectorXd& free_raw) const;
+  // The Hessian costs about u + 1 Cholesky-sized products (each O(n³)); `poll` is asked between
+  // them whether to stop, and its error is returned (a cancelled or late request).
+  absl::StatusOr<LikelihoodHessian> LogLikelihoodHessian(const Eigen::VectorXd& free_raw,
+                                                         const ProgressCallback& poll = {}) const;
 
   // log p(θ) of the independent Normal priors on the free raw values, with derivatives.
   double LogPrior(const Eigen::VectorXd& free_raw, Eigen::VectorXd* gradient = nullptr,

@@ -224,6 +224,7 @@ class Engine {
   const Eigen::VectorXd& sd_;
   const NestedSamplingOptions& opt_;
   const ProgressCallback& progress_;
+  inline static const Progress kPoll = CancellationPoll();
   const int d_;
   int nlive_ = 0;
   int n_slice_ = 0;
@@ -294,7 +295,12 @@ double Engine::Evaluate(const double* u) {
       stop_reason_ = absl::StrCat("max_seconds (", opt_.max_seconds, ") reached");
     }
   }
-  if (calls_ - calls_at_progress_ >= kProgressCalls) Report("sampling");
+  if (calls_ - calls_at_progress_ >= kProgressCalls) {
+    Report("sampling");
+  } else if (progress_ && error_.ok()) {
+    // Every call asks whether to stop, so a cancelled job frees its worker one call later.
+    if (absl::Status s = progress_(kPoll); !s.ok()) error_ = s;
+  }
   return l;
 }
 
@@ -440,8 +446,8 @@ bool Engine::SliceSample(double lstar, const double* start, double start_l, doub
     }
     const double r = rng_.Uniform();
     double lo = -r * w, hi = (1.0 - r) * w, ly;
-    for (int k = 0; k < 100 && inside(lo, &ly); ++k) lo -= w;
-    for (int k = 0; k < 100 && inside(hi, &ly); ++k) hi += w;
+    for (int k = 0; k < 100 && !Halted() && inside(lo, &ly); ++k) lo -= w;
+    for (int k = 0; k < 100 && !Halted() && inside(hi, &ly); ++k) hi += w;
     if (Halted()) return false;
     for (;;) {
       const double t = lo + rng_.Uniform() * (hi - lo);

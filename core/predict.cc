@@ -77,9 +77,7 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
 
   const Eigen::Index n = data.num_points();
   const Eigen::Index m = x_new.rows();
-  const Eigen::Index block =
-      block_columns > 0 ? block_columns
-                        : std::max<Eigen::Index>(1, static_cast<Eigen::Index>(kPredictBlockDoubles / n));
+  const Eigen::Index block = block_columns > 0 ? block_columns : PredictBlockColumns(n);
   Prediction p;
   p.mean.resize(m);
   p.variance.resize(m);
@@ -108,6 +106,11 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
 }
 
 }  // namespace
+
+int64_t PredictBlockColumns(int64_t n) {
+  n = std::max<int64_t>(n, 1);
+  return std::max<int64_t>(1, std::min(kPredictBlockDoubles / n, kPredictBlockFlops / (n * n)));
+}
 
 absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
                                    const std::map<std::string, double>& natural_values,

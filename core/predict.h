@@ -39,13 +39,20 @@ struct PredictOptions {
   // Laplace Hessian). Its `standardize` also applies when values are given.
   ScoreOptions fit;
   // Columns of x_new per block. Each block holds an n × block cross-covariance, so memory stays
-  // bounded whatever m is. 0 = automatic: kPredictBlockDoubles / n columns.
+  // bounded whatever m is, and cancellation is checked between blocks. 0 = automatic:
+  // min(kPredictBlockDoubles / n, kPredictBlockFlops / n²) columns, at least one.
   int block_columns = 0;
   absl::Status Validate() const;
 };
 
-// Doubles in one automatic block of Predict (32 MiB).
+// Doubles in one automatic block of Predict (32 MiB; the block and its solve make two).
 inline constexpr int64_t kPredictBlockDoubles = int64_t{1} << 22;
+// Floating-point operations of one automatic block's triangular solve (n² per column): about
+// 0.1 s on one core, so a cancelled Predict stops within that much after its Cholesky.
+inline constexpr int64_t kPredictBlockFlops = int64_t{1} << 31;
+
+// The automatic block width at n training points (PredictOptions::block_columns).
+int64_t PredictBlockColumns(int64_t n);
 
 struct PredictResult {
   std::string kernel;                              // canonical text

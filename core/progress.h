@@ -24,7 +24,18 @@ struct Progress {
   std::string stage;      // e.g. "map_fit", "nested_sampling", "search"
   double fraction = 0.0;  // estimated fraction done in [0, 1]; may be coarse
   std::string message;    // short human-readable detail
+  // True for a poll that carries no news and only asks whether to stop. Long loops poll on every
+  // likelihood evaluation (and a waiting search every 100 ms), so that a worker is free about
+  // one evaluation after a cancel or deadline; callbacks that draw or send progress skip polls.
+  bool poll_only = false;
 };
+
+// The poll a loop sends when it has nothing new to report.
+inline Progress CancellationPoll() {
+  Progress poll;
+  poll.poll_only = true;
+  return poll;
+}
 
 using ProgressCallback = std::function<absl::Status(const Progress&)>;
 
@@ -51,6 +62,10 @@ class SerializedProgress {
     return [this](const Progress& progress) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!stopped_.ok()) return stopped_;
+      if (progress.poll_only) {
+        stopped_ = callback_(progress);
+        return stopped_;
+      }
       Progress monotone = progress;
       max_fraction_ = std::max(max_fraction_, progress.fraction);
       monotone.fraction = max_fraction_;

@@ -460,7 +460,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       hessian_jitter = score.map_fit->objective_hessian_jitter;
     } else {
       absl::StatusOr<LikelihoodHessian> objective = ObjectiveWithHessian(
-          *model, FitObjective::kMaximumAPosteriori, score.map_fit->raw);
+          *model, FitObjective::kMaximumAPosteriori, score.map_fit->raw, progress);
       if (!objective.ok()) return objective.status();
       h = -objective->hessian;
       hessian_jitter = objective->jitter;

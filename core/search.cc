@@ -722,7 +722,13 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
         request.warm_start = slot.warm_start;
         request.cancellation = cancellation;
         const auto start = std::chrono::steady_clock::now();
-        slot.result = scorer_(data_, slot.kernel, request);
+        try {
+          slot.result = scorer_(data_, slot.kernel, request);
+        } catch (const std::bad_alloc&) {
+          // Candidates are plain pool tasks, which must not throw; the search stops on it.
+          slot.result = absl::ResourceExhaustedError(absl::StrCat(
+              "out of memory while fitting candidate ", slot.record.kernel));
+        }
         slot.record.seconds = SecondsSince(start);
         if (slot.result.ok() && !std::isfinite(slot.result->value)) {
           slot.result = absl::FailedPreconditionError(
@@ -740,7 +746,17 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
     int index;
     {
       std::unique_lock<std::mutex> lock(finished_mutex);
-      finished_changed.wait(lock, [&] { return !finished.empty(); });
+      // While no candidate finishes (a fit at n = 2,000 takes tens of seconds), the caller is
+      // polled every 100 ms, so its cancel or deadline reaches the running fits, which check
+      // this run's flag on every likelihood evaluation.
+      while (!finished_changed.wait_for(lock, std::chrono::milliseconds(100),
+                                        [&] { return !finished.empty(); })) {
+        if (progress_ && !Cancelled()) {
+          lock.unlock();
+          if (absl::Status s = progress_(CancellationPoll()); !s.ok()) cancel(s);
+          lock.lock();
+        }
+      }
       index = finished.front();
       finished.pop_front();
     }
@@ -752,6 +768,7 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
       slot.record.uncertainty = slot.result->uncertainty;
     } else {
       slot.record.error = std::string(slot.result.status().message());
+      if (absl::IsResourceExhausted(slot.result.status())) cancel(slot.result.status());
     }
     if (Cancelled()) continue;
     if (absl::Status s = ReportCandidate(depth, slot, done, total); !s.ok()) cancel(s);
@@ -923,7 +940,8 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     metrics.push_back(*core_metric_);
   }
   final_options.metrics = metrics;
-  const ProgressCallback final_progress = [this](const Progress&) -> absl::Status {
+  const ProgressCallback final_progress = [this](const Progress& poll) -> absl::Status {
+    if (poll.poll_only) return ReportProgress(progress_, poll);
     Progress progress;
     progress.stage = "search";
     progress.fraction = 1.0;  // candidates reached 1.0 already: never go backwards

@@ -32,13 +32,23 @@ void ThreadPool::Schedule(std::function<void()> task) {
 }
 
 void ThreadPool::RunTask(Task& task) {
-  task.run();
+  std::exception_ptr thrown;
+  if (task.group == nullptr) {
+    task.run();  // plain tasks must not throw (an exception here terminates, as in std::thread)
+  } else {
+    try {
+      task.run();
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+  }
   // Destroy the task (and its captures) before the group can see it finished: the waiter may
   // return and unwind the stack those captures refer to right after.
   task.run = nullptr;
   if (task.group == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (thrown && !task.group->failure_) task.group->failure_ = thrown;
     --task.group->pending_;
   }
   // Waiters re-check their own group; there are at most a few groups at a time.
@@ -84,10 +94,14 @@ void TaskGroup::Wait() {
     while (!inline_tasks_.empty()) {
       std::function<void()> task = std::move(inline_tasks_.front());
       inline_tasks_.pop_front();
-      task();
+      task();  // an exception propagates at once; the tasks after it are dropped
     }
     return;
   }
+  if (std::exception_ptr failure = WaitForTasks()) std::rethrow_exception(failure);
+}
+
+std::exception_ptr TaskGroup::WaitForTasks() {
   std::unique_lock<std::mutex> lock(pool_->mutex_);
   while (pending_ > 0) {
     // Our own queued tasks first; when all of ours are running elsewhere, another group's
@@ -110,6 +124,9 @@ void TaskGroup::Wait() {
     pool_->RunTask(task);
     lock.lock();
   }
+  std::exception_ptr failure = std::move(failure_);
+  failure_ = nullptr;
+  return failure;
 }
 
 }  // namespace gpsel

@@ -2,9 +2,12 @@
 //
 // ThreadPool: plain tasks run in FIFO order on `num_threads` workers (group tasks, below, go
 // ahead of them); the destructor finishes every task already scheduled and joins the workers.
-// Tasks must not throw. Several independent batches may share one pool.
+// Plain tasks must not throw. Several independent batches may share one pool.
 //
-// TaskGroup: a batch of tasks on a pool (fork-join). Wait() runs the group's own queued tasks in
+// TaskGroup: a batch of tasks on a pool (fork-join). A group task may throw (std::bad_alloc
+// from a fit too large for the machine): the first exception is kept and Wait() rethrows it in
+// the waiting thread once every task of the group has finished, so the request that owns the
+// batch can answer RESOURCE_EXHAUSTED instead of the process terminating. Wait() runs the group's own queued tasks in
 // the calling thread (then other groups' tasks) and blocks only when none is queued, until the
 // ones that workers took have finished. So a task
 // running on the pool may itself start a group on the same pool and wait for it without
@@ -26,6 +29,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -73,7 +77,7 @@ class TaskGroup {
  public:
   explicit TaskGroup(ThreadPool* pool) : pool_(pool) {}
   ~TaskGroup() {
-    if (pool_ != nullptr) Wait();
+    if (pool_ != nullptr) WaitForTasks();  // an exception not waited for is dropped
   }
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
@@ -81,12 +85,17 @@ class TaskGroup {
   // Queues `task` ahead of every task not in a group (tasks must not throw).
   void Schedule(std::function<void()> task);
   // Returns once every task scheduled so far has run; runs queued ones itself meanwhile.
+  // Rethrows the first exception a task threw.
   void Wait();
 
  private:
   friend class ThreadPool;
+  // Wait() without the rethrow; returns the first exception a task threw, if any.
+  std::exception_ptr WaitForTasks();
+
   ThreadPool* const pool_;
   int pending_ = 0;  // guarded by pool_->mutex_
+  std::exception_ptr failure_;  // guarded by pool_->mutex_
   std::deque<std::function<void()>> inline_tasks_;  // pool_ == nullptr only
 };
 

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -90,7 +92,10 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
   } shared;
 
   std::thread heartbeat([&] {
-    const absl::Duration interval = options_.lease / 3;
+    // At least every second: the heartbeat is how a cancel from any replica reaches this worker
+    // (issue: a cancelled job frees its worker within about a second), and a lease survives two
+    // missed heartbeats.
+    const absl::Duration interval = std::min(options_.lease / 3, absl::Seconds(1));
     std::unique_lock<std::mutex> lock(shared.mutex);
     while (!shared.done) {
       shared.done_cv.wait_for(lock, absl::ToChronoMilliseconds(interval));
@@ -110,7 +115,7 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
   });
 
   ProgressCallback progress = [&](const Progress& p) -> absl::Status {
-    {
+    if (!p.poll_only) {
       std::lock_guard<std::mutex> lock(shared.mutex);
       shared.fraction = p.fraction;
       shared.message = p.message.empty() ? p.stage : p.message;
@@ -132,7 +137,15 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
         "job kind '", job.kind, "' is not registered in this server (known kinds: ",
         known.empty() ? std::string("none") : absl::StrJoin(known, ", "), ")"));
   } else {
-    result = kind->execute(job.request, progress);
+    // std::bad_alloc fails this job (its allocations unwind with it), not the process with
+    // every other job and call on it. Permanent: the same request would run out again.
+    try {
+      result = kind->execute(job.request, progress);
+    } catch (const std::bad_alloc&) {
+      result = absl::ResourceExhaustedError(
+          "the server ran out of memory for this job; submit it with fewer likelihood calls or "
+          "points, or run it on a replica with more memory");
+    }
   }
   {
     std::lock_guard<std::mutex> lock(shared.mutex);

@@ -176,7 +176,13 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
       stored_jobs_(prometheus::BuildGauge()
                        .Name("gpsel_jobs")
                        .Help("Jobs in the job store (shared by all replicas), by state.")
-                       .Register(*registry_)) {
+                       .Register(*registry_)),
+      store_healthy_(prometheus::BuildGauge()
+                         .Name("gpsel_job_store_healthy")
+                         .Help("1 while the job store passes its health check (SQLite "
+                               "quick_check at start, a query every 5 s), else 0.")
+                         .Register(*registry_)
+                         .Add({})) {
   prometheus::BuildGauge()
       .Name("gpsel_build_info")
       .Help("Build information; the value is always 1.")
@@ -219,6 +225,8 @@ void ServiceMetrics::JobFinished(std::string_view kind, std::string_view outcome
   jobs_finished_.Add(labels).Increment();
   job_seconds_.Add(labels, JobBuckets()).Observe(seconds);
 }
+
+void ServiceMetrics::SetStoreHealthy(bool healthy) { store_healthy_.Set(healthy ? 1.0 : 0.0); }
 
 void ServiceMetrics::SetStoredJobs(const std::map<std::string, double>& count_by_state) {
   for (const auto& [state, count] : count_by_state) {

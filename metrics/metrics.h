@@ -53,6 +53,8 @@ class ServiceMetrics {
   void JobFinished(std::string_view kind, std::string_view outcome, double seconds);
   // Jobs per state in the store (all replicas), refreshed periodically.
   void SetStoredJobs(const std::map<std::string, double>& count_by_state);
+  // 1 while the job store passes its health check (JobStore::CheckHealth), else 0.
+  void SetStoreHealthy(bool healthy);
 
   // Used by the interceptor.
   struct RpcLabels {
@@ -79,6 +81,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Counter>& jobs_finished_;
   prometheus::Family<prometheus::Histogram>& job_seconds_;
   prometheus::Family<prometheus::Gauge>& stored_jobs_;
+  prometheus::Gauge& store_healthy_;
 };
 
 }  // namespace gpsel

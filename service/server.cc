@@ -2,6 +2,8 @@
 // job runner and the service share.
 #include "service/server.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -25,6 +27,19 @@ namespace gpsel {
 namespace {
 
 constexpr char kServiceName[] = "gpsel.v1.ModelSelectionService";
+
+// Physical memory, or the cgroup's limit when a container has a smaller one (cgroup v2
+// memory.max, else v1 memory.limit_in_bytes).
+int64_t MachineMemoryBytes() {
+  int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    int64_t limit = 0;
+    if (in >> limit && limit > 0 && limit < bytes) bytes = limit;  // "max" fails to parse
+  }
+  return bytes;
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
@@ -72,8 +87,19 @@ absl::Status ServerOptions::Validate() const {
   return service.limits.Validate();
 }
 
+int64_t AutomaticRequestBudget(int rpc_workers, int job_workers) {
+  const int concurrent = std::max(1, rpc_workers + job_workers);
+  return MachineMemoryBytes() / 4 * 3 / concurrent;
+}
+
 absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions options) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int workers = options.rpc_workers > 0 ? options.rpc_workers : hardware;
+  ServiceLimits& limits = options.service.limits;
+  if (limits.max_request_bytes == ServiceLimits::kAutomaticRequestBudget) {
+    limits.max_request_bytes = AutomaticRequestBudget(workers, options.jobs.workers);
+  }
   std::unique_ptr<GpselServer> server(new GpselServer());
   server->options_ = options;
 
@@ -86,8 +112,6 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   // The numerical core reports fits and likelihood evaluations to this (core/instrumentation.h).
   CoreMetrics& core_metrics = CoreMetrics::InstallGlobal();
 
-  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int workers = options.rpc_workers > 0 ? options.rpc_workers : hardware;
   const int max_queued = options.max_queued_rpcs >= 0 ? options.max_queued_rpcs : 2 * workers;
   server->pool_ = std::make_unique<BoundedWorkerPool>(workers, max_queued);
 
@@ -137,9 +161,7 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
     server->metrics_port_ = server->metrics_exposer_->port();
   }
 
-  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
+  server->CheckStoreHealth();  // SERVING unless the store fails its integrity check
   if (server->runner_) server->runner_->Start();
   server->RefreshStoredJobMetrics();
   server->refresher_ = std::thread([s = server.get()] {
@@ -148,11 +170,33 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
       s->state_changed_.wait_for(lock, std::chrono::seconds(5));
       if (s->shutting_down_) break;
       lock.unlock();
+      s->CheckStoreHealth();
       s->RefreshStoredJobMetrics();
       lock.lock();
     }
   });
   return server;
+}
+
+void GpselServer::CheckStoreHealth() {
+  // A healthy store gets the cheap check; a failing (or not yet checked) one the integrity
+  // check, until it passes.
+  const absl::Status status =
+      store_->CheckHealth(store_healthy_ ? StoreCheck::kConnection : StoreCheck::kIntegrity);
+  const bool healthy = status.ok();
+  if (!healthy) {
+    std::cerr << "gpsel-server: job store unhealthy, health NOT_SERVING: " << status << "\n";
+  } else if (!store_healthy_ && store_checked_) {
+    std::cerr << "gpsel-server: job store healthy again, health SERVING\n";
+  }
+  if (healthy != store_healthy_ || !store_checked_) {
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    health->SetServingStatus(kServiceName, healthy);
+    health->SetServingStatus(healthy);
+  }
+  metrics_->SetStoreHealthy(healthy);
+  store_healthy_ = healthy;
+  store_checked_ = true;
 }
 
 void GpselServer::RefreshStoredJobMetrics() {

@@ -46,8 +46,14 @@ struct ServerOptions {
   absl::Status Validate() const;
 };
 
+// The per-request memory budget when --max-request-bytes is automatic: ¾ of the machine's (or
+// the container's) memory, divided among the RPC workers and job workers that run at once.
+int64_t AutomaticRequestBudget(int rpc_workers, int job_workers);
+
 class GpselServer {
  public:
+  // The limits in force (max_request_bytes resolved).
+  const ServiceLimits& limits() const { return options_.service.limits; }
   static absl::StatusOr<std::unique_ptr<GpselServer>> Start(ServerOptions options);
   ~GpselServer();  // Shutdown()
 
@@ -64,6 +70,9 @@ class GpselServer {
  private:
   GpselServer() = default;
   void RefreshStoredJobMetrics();
+  // Checks the job store (JobStore::CheckHealth) and sets the gRPC health status from it:
+  // NOT_SERVING while it fails. Called at start and every 5 s by the refresher thread.
+  void CheckStoreHealth();
 
   ServerOptions options_;
   std::unique_ptr<JobStore> store_;
@@ -78,6 +87,9 @@ class GpselServer {
   std::mutex mutex_;
   std::condition_variable state_changed_;
   bool shutting_down_ = false;
+  // Written by Start and then only by the refresher thread.
+  bool store_healthy_ = false;
+  bool store_checked_ = false;
   bool shut_down_ = false;
   std::thread refresher_;
 };

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/server.h"
+#include "core/memory_estimate.h"
 #include "core/linalg.h"
 #include "store/job_store.h"
 
@@ -85,6 +86,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-message-bytes", limits.max_message_bytes, "limit: gRPC message size")
       ->capture_default_str();
+  app.add_option("--max-iterations", limits.max_iterations, "limit: optimiser iterations per start")
+      ->capture_default_str();
+  app.add_option("--max-likelihood-calls", limits.max_likelihood_calls,
+                 "limit: likelihood calls of one evidence job")->capture_default_str();
+  app.add_option("--max-predict-points", limits.max_predict_points,
+                 "limit: rows of x_new in one Predict")->capture_default_str();
+  limits.max_request_bytes = gpsel::ServiceLimits::kAutomaticRequestBudget;
+  app.add_option("--max-request-bytes", limits.max_request_bytes,
+                 "estimated peak memory one request may use, else RESOURCE_EXHAUSTED "
+                 "(-1 = 3/4 of the machine's memory divided among --workers and --job-workers; "
+                 "0 = no budget)")
+      ->capture_default_str();
   app.add_option("--tls-cert", options.tls_cert_file, "PEM certificate chain (enables TLS)");
   app.add_option("--tls-key", options.tls_key_file, "PEM private key");
   app.add_option("--tls-client-ca", options.tls_client_ca_file,
@@ -131,7 +144,11 @@ int main(int argc, char** argv) {
   }
   std::cout << ", store " << gpsel::RedactStoreUrl(options.store_url)
             << (options.service.auth_token.empty() ? "" : ", token auth")
-            << (options.tls_cert_file.empty() ? "" : ", TLS") << std::endl;
+            << (options.tls_cert_file.empty() ? "" : ", TLS") << ", request memory budget "
+            << ((*server)->limits().max_request_bytes > 0
+                    ? gpsel::FormatBytes((*server)->limits().max_request_bytes)
+                    : std::string("none"))
+            << std::endl;
 
   int received = 0;
   sigwait(&signals, &received);

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <new>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -34,6 +36,20 @@ ProgressCallback CallCancellation(const std::atomic<bool>* cancelled, Clock::tim
     }
     return absl::OkStatus();
   };
+}
+
+// Runs a request's numerics. std::bad_alloc (the memory estimate was low, or other work holds
+// the memory) ends only that request, with RESOURCE_EXHAUSTED: the replica, its other calls and
+// its jobs go on (the allocations unwind with the request).
+absl::Status RunGuardingMemory(const std::function<absl::Status()>& work) {
+  try {
+    return work();
+  } catch (const std::bad_alloc&) {
+    return bridge::WithErrorInfo(
+        absl::ResourceExhaustedError(
+            "the server ran out of memory for this request; retry later, or send a smaller one"),
+        "OUT_OF_MEMORY");
+  }
 }
 
 // A core INVALID_ARGUMENT that the validator did not anticipate still names a field.
@@ -361,20 +377,19 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerC
   const bool accepted = Schedule(
       [reactor, response, work, deadline] {
         ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
-        absl::Status status = cancel(Progress{});  // it may have waited in the queue
-        if (status.ok()) {
+        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
+          // It may have waited in the queue.
+          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
           // Smaller kernels first, each feeding the fits of the larger ones that contain it.
           int failed = 0;
           absl::StatusOr<std::vector<KernelScore>> scores =
               ScoreKernels(work->data, work->kernels, work->options, cancel, &failed);
-          if (scores.ok()) {
-            for (const KernelScore& score : *scores) {
-              bridge::ToProto(score, response->add_scores());
-            }
-          } else {
-            status = AttachField(scores.status(), absl::StrCat("kernels[", failed, "]"));
+          if (!scores.ok()) {
+            return AttachField(scores.status(), absl::StrCat("kernels[", failed, "]"));
           }
-        }
+          for (const KernelScore& score : *scores) bridge::ToProto(score, response->add_scores());
+          return absl::OkStatus();
+        });
         if (!status.ok()) response->Clear();
         reactor->FinishWith(status);
       },
@@ -403,20 +418,19 @@ grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
         ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
         ProgressCallback progress = [reactor, &cancel](const Progress& p) -> absl::Status {
           absl::Status s = cancel(p);
-          if (s.ok()) reactor->PushProgress(p);
+          if (s.ok() && !p.poll_only) reactor->PushProgress(p);
           return s;
         };
-        absl::Status status = cancel(Progress{});
         std::optional<v1::SearchResponse> final_event;
-        if (status.ok()) {
+        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
+          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
           absl::StatusOr<SearchResult> result = RunKernelSearch(work->data, work->options, progress);
-          if (result.ok()) {
-            final_event.emplace();
-            bridge::ToProto(*result, final_event->mutable_result());
-          } else {
-            status = AttachField(result.status(), "search");
-          }
-        }
+          if (!result.ok()) return AttachField(result.status(), "search");
+          final_event.emplace();
+          bridge::ToProto(*result, final_event->mutable_result());
+          return absl::OkStatus();
+        });
+        if (!status.ok()) final_event.reset();
         reactor->PushFinal(std::move(final_event), status);
       },
       &refusal);
@@ -443,17 +457,17 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServe
   const bool accepted = Schedule(
       [reactor, response, work, deadline] {
         ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
-        absl::Status status = cancel(Progress{});
-        if (status.ok()) {
+        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
+          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
           absl::StatusOr<PredictResult> result =
               FitAndPredict(work->data, work->kernel, work->x_new, work->options, cancel);
-          if (result.ok()) {
-            bridge::ToProto(*result, response);
-          } else {
+          if (!result.ok()) {
             const bool fitted = work->options.hyperparameters.empty();
-            status = AttachField(result.status(), fitted ? "kernel" : "hyperparameters");
+            return AttachField(result.status(), fitted ? "kernel" : "hyperparameters");
           }
-        }
+          bridge::ToProto(*result, response);
+          return absl::OkStatus();
+        });
         if (!status.ok()) response->Clear();
         reactor->FinishWith(status);
       },

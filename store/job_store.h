@@ -130,6 +130,12 @@ struct JobStoreOptions {
   absl::Status Validate() const;
 };
 
+// How deeply JobStore::CheckHealth looks.
+enum class StoreCheck {
+  kConnection,  // cheap, for every few seconds: the store answers and its jobs table reads
+  kIntegrity,   // at start, and while unhealthy: SQLite reads every page (PRAGMA quick_check)
+};
+
 // Counts per state; every state is present (possibly 0).
 using JobCounts = std::map<JobState, int64_t>;
 
@@ -200,6 +206,12 @@ class JobStore {
 
   // Number of jobs per state, for metrics.
   virtual absl::StatusOr<JobCounts> CountByState() = 0;
+
+  // OK when the store works: it answers (PostgreSQL: a connection and a query) and, with
+  // kIntegrity, its pages are sound (SQLite: PRAGMA quick_check). DATA_LOSS for corruption,
+  // naming what the check found; UNAVAILABLE when the store cannot be reached. gpsel-server
+  // reports NOT_SERVING on the gRPC health service while this fails.
+  virtual absl::Status CheckHealth(StoreCheck depth) = 0;
 
   // Deletes terminal jobs that finished at least `min_age` ago (retention); their idempotency
   // keys become free again. Returns how many were deleted.

@@ -508,6 +508,19 @@ class PostgresJobStore final : public JobStore {
     return changed;
   }
 
+  absl::Status CheckHealth(StoreCheck depth) override {
+    // A connection from the pool and a query on the jobs table; PostgreSQL checks its own pages
+    // (a corrupt one surfaces as SQLSTATE class XX, DATA_LOSS). The integrity check reads the
+    // whole table rather than counting from statistics.
+    const char* sql = depth == StoreCheck::kIntegrity
+                          ? "SELECT count(*) FROM gpsel_jobs WHERE request IS NOT NULL"
+                          : "SELECT 1 FROM gpsel_jobs LIMIT 1";
+    return InTransaction("health check", [&](pqxx::work& txn) -> absl::Status {
+      txn.exec(sql);
+      return absl::OkStatus();
+    });
+  }
+
   absl::StatusOr<JobCounts> CountByState() override {
     JobCounts counts;
     for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,

@@ -311,5 +311,48 @@ TEST(BridgeValidationTest, SearchOptionsReportEveryBadFieldAtOnce) {
                                                std::string("fit.scale_x")}));
 }
 
+// Operators may raise limits, not past the hard ceilings: every offending flag is named.
+TEST(ServiceLimitsTest, LimitsAboveTheirCeilingsAreRefusedByName) {
+  EXPECT_TRUE(ServiceLimits{}.Validate().ok());
+  EXPECT_TRUE(ServiceLimitCeilings().Validate().ok());
+  ServiceLimits limits;
+  limits.max_base_kernels = ServiceLimitCeilings().max_base_kernels + 1;
+  limits.max_expression_depth = 1000;
+  limits.max_request_bytes = -2;
+  const absl::Status status = limits.Validate();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::AllOf(HasSubstr("--max-base-kernels is 129; it must be in [1, 128]"),
+                               HasSubstr("--max-expression-depth is 1000"),
+                               HasSubstr("--max-request-bytes is -2")));
+  limits = ServiceLimits{};
+  limits.max_request_bytes = ServiceLimits::kAutomaticRequestBudget;  // resolved by the server
+  EXPECT_TRUE(limits.Validate().ok());
+}
+
+// The budget is checked after the request is valid, with core's estimate in the message.
+TEST(ServiceLimitsTest, RequestsOverTheMemoryBudgetAreResourceExhausted) {
+  v1::ScoreRequest request;
+  Dataset data;
+  data.x = Eigen::VectorXd::LinSpaced(3000, 0.0, 1.0);
+  data.y = data.x.col(0).array().sin();
+  bridge::ToProto(data, request.mutable_dataset());
+  request.add_kernels("SE");
+  ServiceLimits limits;
+  ASSERT_TRUE(ValidateScoreRequest(request, limits).ok());
+  limits.max_request_bytes = 50'000'000;
+  const absl::Status refused = ValidateScoreRequest(request, limits).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(bridge::ErrorReason(refused), "REQUEST_TOO_LARGE");
+  const MemoryEstimate estimate =
+      EstimateScoreMemory(data, {*ParseKernel("SE")}, *bridge::ScoreOptionsFromProto(request));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr(FormatBytes(estimate.bytes)));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("50.0 MB"));
+  // An invalid request is INVALID_ARGUMENT whatever its size.
+  request.add_kernels("NOPE");
+  EXPECT_EQ(ValidateScoreRequest(request, limits).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gpsel

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -111,6 +112,31 @@ TEST(TaskGroupTest, GroupTasksGoAheadOfPlainQueuedTasks) {
   owner.join();
   EXPECT_TRUE(group_done.load());
   EXPECT_EQ(order, (std::vector<int>{1, 2, 100}));
+}
+
+// A group task that throws (std::bad_alloc from a fit too large for the machine) must not
+// terminate the process: Wait() rethrows it in the waiter after the other tasks have finished,
+// and the pool stays usable.
+TEST(TaskGroupTest, WaitRethrowsAGroupTasksExceptionAfterEveryTaskFinished) {
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    std::atomic<int> finished{0};
+    TaskGroup group(&pool);
+    for (int i = 0; i < 8; ++i) {
+      group.Schedule([&finished, i] {
+        if (i == 2) throw std::bad_alloc();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        ++finished;
+      });
+    }
+    EXPECT_THROW(group.Wait(), std::bad_alloc) << threads << " threads";
+    EXPECT_EQ(finished.load(), 7);
+    // The pool goes on, and the group's failure was consumed by the Wait() that threw.
+    TaskGroup again(&pool);
+    again.Schedule([&finished] { ++finished; });
+    EXPECT_NO_THROW(again.Wait());
+    EXPECT_EQ(finished.load(), 8);
+  }
 }
 
 }  // namespace

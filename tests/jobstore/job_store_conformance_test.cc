@@ -802,6 +802,19 @@ TEST_P(JobStoreConformanceTest, TwoStoresShareOneQueue) {
   store_ = std::move(server_a);
 }
 
+// Both depths pass on an empty and on a used store (the server reports SERVING from them);
+// tests/server/reliability_test.cc corrupts an SQLite file for the failing case.
+TEST_P(JobStoreConformanceTest, HealthChecksPassOnASoundStore) {
+  ASSERT_OK(store_->CheckHealth(StoreCheck::kIntegrity));
+  ASSERT_OK(store_->CheckHealth(StoreCheck::kConnection));
+  for (int i = 0; i < 20; ++i) MustSubmit(*store_, BinaryPayload(i));
+  std::optional<Job> job = MustClaim(*store_, "w", kLongLease);
+  ASSERT_TRUE(job);
+  ASSERT_OK(store_->Complete(job->id, job->attempts, "result"));
+  EXPECT_OK(store_->CheckHealth(StoreCheck::kIntegrity));
+  EXPECT_OK(store_->CheckHealth(StoreCheck::kConnection));
+}
+
 TEST_P(JobStoreConformanceTest, CountByStateCountsEveryState) {
   ASSERT_OK_AND_ASSIGN(JobCounts empty, store_->CountByState());
   EXPECT_EQ(empty.size(), 5u);

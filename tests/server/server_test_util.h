@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -141,13 +142,21 @@ inline bool OnPath(const std::string& program) {
 // The gpsel-server binary as a child process (for kill -9 tests).
 class ServerProcess {
  public:
-  ServerProcess(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  // `address_space_bytes` > 0 caps the server's virtual memory (RLIMIT_AS), so that an
+  // allocation too large for it fails with std::bad_alloc inside the server.
+  ServerProcess(const std::vector<std::string>& args, const std::filesystem::path& log,
+                int64_t address_space_bytes = 0) {
     int out[2];
     if (pipe(out) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       // Dies with the test: a test binary that crashes or is killed leaves no server behind.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (address_space_bytes > 0) {
+        const rlimit limit{static_cast<rlim_t>(address_space_bytes),
+                           static_cast<rlim_t>(address_space_bytes)};
+        setrlimit(RLIMIT_AS, &limit);
+      }
       dup2(out[1], STDOUT_FILENO);
       const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (err >= 0) dup2(err, STDERR_FILENO);

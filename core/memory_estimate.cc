@@ -1,0 +1,199 @@
+// Peak-memory estimates; see memory_estimate.h. The counts of n×n matrices follow the code they
+// describe (core/gp_model.cc, core/predict.cc, core/nested_sampling.cc); the constants were
+// checked against /usr/bin/time -v by bench/memory_estimate.sh (bench/RESULTS.md).
+#include "core/memory_estimate.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_format.h"
+
+namespace gpsel {
+namespace {
+
+constexpr int64_t kDouble = sizeof(double);
+// Fixed overhead of a request's own copies (dataset, options, result) beyond the n×n terms.
+constexpr int64_t kRequestOverheadBytes = int64_t{4} << 20;
+// n×n matrices of one likelihood-and-gradient evaluation: K, factorised in place and turned
+// into K⁻¹ in the factor's storage, plus the copy a jitter retry factorises. The gradient is
+// accumulated over 64×64 tiles (O(u) tiles), not whole ∂K/∂θ matrices.
+constexpr int64_t kEvaluationMatrices = 2;
+// Below this many points the model keeps the whole pairwise geometry and every ∂K/∂θ
+// (core/gp_model.cc); above, tiles. Either way the small-n case costs little.
+constexpr int64_t kWholeMatricesBelow = 256;
+// Parameters of the widest base kernel (PER, RQ: two each) and of one leaf's variance C.
+constexpr int kWidestBaseParameters = 2;
+// The sampler keeps at most this many points for importance nested sampling
+// (core/nested_sampling.cc kMaxImportancePoints); a vector may double once while growing.
+constexpr int64_t kImportancePoints = 600000;
+
+int64_t Square(int64_t n) { return n * n; }
+
+struct KernelShape {
+  int nodes = 0;          // base kernels, sums and products
+  int parameters = 0;     // kernel parameters (without noise)
+  int derivative_matrices = 0;  // Σ over nodes of the parameters below it (NodeValue::dk)
+  std::set<int> dims;     // input columns read (-1 = all)
+  int geometry_kinds = 0;  // d², d, x·x' matrices per column, at most 3
+};
+
+int Walk(const KernelExpr& k, KernelShape& shape, std::set<std::string>& kinds) {
+  ++shape.nodes;
+  if (k.is_base()) {
+    const int p = static_cast<int>(BaseKernelParameterNames(k.base).size());
+    shape.parameters += p;
+    shape.derivative_matrices += p;
+    shape.dims.insert(k.active_dim);
+    switch (k.base) {
+      case BaseKernel::kSE:
+      case BaseKernel::kRQ:
+        kinds.insert("squared_distance");
+        break;
+      case BaseKernel::kLIN:
+        kinds.insert("dot");
+        break;
+      case BaseKernel::kConst:
+        break;
+      default:
+        kinds.insert("distance");
+    }
+    return p;
+  }
+  int below = 0;
+  for (const KernelExpr& operand : k.operands) below += Walk(operand, shape, kinds);
+  shape.derivative_matrices += below;
+  return below;
+}
+
+KernelShape ShapeOf(const KernelExpr& kernel) {
+  KernelShape shape;
+  std::set<std::string> kinds;
+  Walk(kernel, shape, kinds);
+  shape.geometry_kinds = static_cast<int>(kinds.size());
+  return shape;
+}
+
+// The worst candidate a search of `depth` steps can build: `depth` leaves of the widest base
+// kernel, nested as deeply as the grammar allows (each step may wrap the whole expression).
+int64_t WorstSearchHessianMatrices(int depth, int dims) {
+  const int leaves = std::max(depth, 1);
+  const int parameters = leaves * kWidestBaseParameters;
+  const int nodes = 2 * leaves - 1;
+  // A chain of `leaves - 1` binary operators: the k-th operator from the top has all the
+  // parameters below it; bounded by parameters × (levels + 1).
+  const int derivative_matrices = parameters * leaves;
+  const int geometry = 3 * std::max(1, std::min(dims, leaves));
+  return nodes + derivative_matrices + geometry + (parameters + 1) + 6;
+}
+
+int64_t HessianMatrices(const KernelExpr& kernel) {
+  const KernelShape shape = ShapeOf(kernel);
+  const int u = shape.parameters + 1;  // + noise
+  const int64_t geometry = static_cast<int64_t>(shape.dims.size()) * shape.geometry_kinds;
+  // Node values (K and dK per node), the geometry, K⁻¹, W = ααᵀ − K⁻¹, B_i = K⁻¹K_i for every
+  // free parameter, one ∂²K/∂r_i∂r_j, the Cholesky factor and two temporaries of the products.
+  return shape.nodes + shape.derivative_matrices + geometry + u + 6;
+}
+
+MemoryEstimate Make(int64_t bytes, std::string breakdown) {
+  MemoryEstimate m;
+  m.bytes = bytes + kRequestOverheadBytes;
+  m.breakdown = std::move(breakdown);
+  return m;
+}
+
+int FitThreads(const FitOptions& fit) { return std::max(1, fit.pool != nullptr ? 1 : fit.threads); }
+
+}  // namespace
+
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b < 1e3) return absl::StrFormat("%d B", bytes);
+  if (b < 1e6) return absl::StrFormat("%.1f kB", b / 1e3);
+  if (b < 1e9) return absl::StrFormat("%.1f MB", b / 1e6);
+  return absl::StrFormat("%.2f GB", b / 1e9);
+}
+
+std::string MemoryEstimate::Summary() const {
+  return absl::StrCat(FormatBytes(bytes), " (", breakdown, ")");
+}
+
+int64_t LikelihoodEvaluationBytes(int64_t n, int num_parameters) {
+  const int64_t whole = n < kWholeMatricesBelow ? num_parameters + 3 : 0;
+  return kDouble * (Square(n) * (kEvaluationMatrices + whole) + n * (num_parameters + 8));
+}
+
+int64_t LikelihoodHessianBytes(int64_t n, const KernelExpr& kernel) {
+  return kDouble * Square(n) * HessianMatrices(kernel);
+}
+
+MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<KernelExpr>& kernels,
+                                   const ScoreOptions& options) {
+  const int64_t n = data.num_points();
+  const int threads = FitThreads(options.fit);
+  int64_t worst = 0;
+  std::string worst_kernel;
+  for (const KernelExpr& kernel : kernels) {
+    const int u = ShapeOf(kernel).parameters + 1;
+    // Kernels are scored one after another. Within one, `threads` starts evaluate at once,
+    // then the winner's Hessian is made while the other workers are idle.
+    const int64_t bytes = std::max<int64_t>(threads * LikelihoodEvaluationBytes(n, u),
+                                            LikelihoodHessianBytes(n, kernel) +
+                                                LikelihoodEvaluationBytes(n, u));
+    if (bytes > worst) {
+      worst = bytes;
+      worst_kernel = ToString(kernel);
+    }
+  }
+  return Make(worst, absl::StrFormat("n = %d, largest need: the Hessian of %s, %d fit thread(s)",
+                                     n, worst_kernel, threads));
+}
+
+MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& options) {
+  const int64_t n = data.num_points();
+  const int threads = std::max(1, options.threads);
+  const int depth = std::max(1, options.max_depth);
+  const int64_t per_candidate =
+      kDouble * Square(n) * WorstSearchHessianMatrices(depth, data.num_dims()) +
+      LikelihoodEvaluationBytes(n, depth * kWidestBaseParameters + 1);
+  return Make(threads * per_candidate,
+              absl::StrFormat("n = %d, %d candidate(s) at once, each up to %d base kernels "
+                              "with its Hessian",
+                              n, threads, depth));
+}
+
+MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kernel,
+                                     int64_t num_new_points, const PredictOptions& options) {
+  const int64_t n = data.num_points();
+  const int64_t block = options.block_columns > 0
+                            ? std::min<int64_t>(options.block_columns, num_new_points)
+                            : std::min(PredictBlockColumns(n), num_new_points);
+  // K and its factor (one matrix, factorised in place), two n × block blocks, the results.
+  int64_t bytes = kDouble * (Square(n) + 2 * n * block + num_new_points * (data.num_dims() + 4));
+  std::string breakdown = absl::StrFormat("n = %d, m = %d in blocks of %d", n, num_new_points,
+                                          block);
+  if (options.hyperparameters.empty()) {
+    // The fit (no Laplace Hessian, but the winner's polish makes one) comes first and is freed.
+    ScoreOptions fit = options.fit;
+    const MemoryEstimate fitted = EstimateScoreMemory(data, {kernel}, fit);
+    bytes = std::max(bytes, fitted.bytes - kRequestOverheadBytes);
+    breakdown += ", after the fit";
+  }
+  return Make(bytes, breakdown);
+}
+
+MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& kernel,
+                                      const EvidenceOptions& options) {
+  const int64_t n = data.num_points();
+  const int u = ShapeOf(kernel).parameters + 1;
+  const int64_t calls = std::max<int64_t>(options.sampling.max_likelihood_calls, 1);
+  // Every dead point (at most one per call) keeps its position and weights; the importance
+  // points are capped, and their vectors may double once while growing.
+  const int64_t samples = kDouble * calls * (u + 4) +
+                          2 * (kDouble * (u + 1) + 4) * std::min(calls, kImportancePoints);
+  return Make(LikelihoodEvaluationBytes(n, u) + samples,
+              absl::StrFormat("n = %d, u = %d, one likelihood at a time, up to %d samples", n, u,
+                              calls));
+}
+
+}  // namespace gpsel

@@ -1,0 +1,58 @@
+// Peak-memory estimates of gpsel's work (score, search, predict, evidence), computed from the
+// sizes of a request before anything is allocated. gpsel-server refuses a request whose estimate
+// exceeds its per-request budget (`--max-request-bytes`, RESOURCE_EXHAUSTED with the estimate);
+// see README "Limits and memory".
+//
+// The model counts the n×n matrices each phase holds at once (the dominant term; everything
+// else is O(n·u) or smaller) and errs on the high side. bench/memory_estimate.sh checks it
+// against the peak RSS that /usr/bin/time -v measures, recorded in bench/RESULTS.md.
+//
+//   gpsel::MemoryEstimate m = gpsel::EstimateScoreMemory(data, kernels, options);
+//   if (m.bytes > budget) std::cerr << m.Summary();
+#ifndef GPSEL_CORE_MEMORY_ESTIMATE_H_
+#define GPSEL_CORE_MEMORY_ESTIMATE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dataset.h"
+#include "core/evidence.h"
+#include "core/kernel_expr.h"
+#include "core/predict.h"
+#include "core/score.h"
+#include "core/search.h"
+
+namespace gpsel {
+
+struct MemoryEstimate {
+  int64_t bytes = 0;       // estimated peak, above the process's resting footprint
+  std::string breakdown;   // what dominates, e.g. "1 fit at a time × Hessian of 7 parameters ..."
+  std::string Summary() const;  // "2.3 GB (breakdown)"
+};
+
+// "512 B", "3.1 MB", "2.3 GB" (decimal units, as /usr/bin/time and Prometheus print bytes).
+std::string FormatBytes(int64_t bytes);
+
+// Bytes of one likelihood-and-gradient evaluation at n points with u free parameters (the
+// optimiser's working set per concurrently fitted start).
+int64_t LikelihoodEvaluationBytes(int64_t n, int num_parameters);
+// Bytes of the exact Hessian of `kernel` at n points (core/gp_model.cc LogLikelihoodHessian):
+// the kernel's node values and their derivatives, the geometry it reads, K⁻¹, W and u products.
+int64_t LikelihoodHessianBytes(int64_t n, const KernelExpr& kernel);
+
+MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<KernelExpr>& kernels,
+                                   const ScoreOptions& options);
+// Bounds every candidate the search may fit: up to options.max_depth base kernels, the
+// widest base kernel at each leaf, `threads` candidates at once.
+MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& options);
+// `num_new_points` rows of x_new; includes the fit when options.hyperparameters is empty.
+MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kernel,
+                                     int64_t num_new_points, const PredictOptions& options);
+// One likelihood at a time, plus the sampler's stored points (at most max_likelihood_calls).
+MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& kernel,
+                                      const EvidenceOptions& options);
+
+}  // namespace gpsel
+
+#endif  // GPSEL_CORE_MEMORY_ESTIMATE_H_

@@ -1,0 +1,94 @@
+// Tests of the peak-memory estimates (core/memory_estimate.h): their closed forms in n, the
+// kernel's size and the concurrency, and that the search bound covers every kernel the search
+// can build. Their agreement with measured peak RSS is checked by bench/memory_estimate.sh.
+#include "core/memory_estimate.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpsel {
+namespace {
+
+using ::testing::HasSubstr;
+
+Dataset Points(int n, int d = 1) {
+  Dataset data;
+  data.x = Eigen::MatrixXd::Random(n, d);
+  data.y = Eigen::VectorXd::Random(n);
+  return data;
+}
+
+TEST(MemoryEstimateTest, ScoreGrowsAsNSquaredAndWithTheKernel) {
+  const std::vector<KernelExpr> small = {*ParseKernel("SE")};
+  const std::vector<KernelExpr> large = {*ParseKernel("C*SE + C*SE*PER + C*RQ")};
+  const ScoreOptions options;
+  const int64_t a = EstimateScoreMemory(Points(2000), small, options).bytes;
+  const int64_t b = EstimateScoreMemory(Points(4000), small, options).bytes;
+  EXPECT_NEAR(static_cast<double>(b) / a, 4.0, 0.1);
+  EXPECT_GT(EstimateScoreMemory(Points(2000), large, options).bytes, 3 * a);
+  // Several kernels in one request are scored one after another: the largest one counts.
+  EXPECT_EQ(EstimateScoreMemory(Points(2000), {small[0], large[0]}, options).bytes,
+            EstimateScoreMemory(Points(2000), large, options).bytes);
+}
+
+// The Hessian of C*SE + C*SE*PER at n = 4,000 was measured at 4.1 GB of RSS (issue #17): about
+// 32 n² doubles. The estimate must not be below it.
+TEST(MemoryEstimateTest, HessianCoversTheMeasuredMaunaLoaPeak) {
+  const int64_t n = 4000;
+  const int64_t bytes = LikelihoodHessianBytes(n, *ParseKernel("C*SE + C*SE*PER"));
+  EXPECT_GE(bytes, 32 * 8 * n * n);
+  EXPECT_LE(bytes, 80 * 8 * n * n);  // and not absurdly above it
+}
+
+TEST(MemoryEstimateTest, SearchBoundCoversEveryCandidateItCanBuild) {
+  const Dataset data = Points(1500, 2);
+  SearchOptions options;
+  options.max_depth = 3;
+  options.threads = 1;
+  const int64_t search = EstimateSearchMemory(data, options).bytes;
+  ScoreOptions score;
+  for (const char* kernel : {"SE", "PER*RQ", "C*PER*RQ", "(PER + RQ)*PER", "PER[0]*RQ[1]*SE[0]"}) {
+    EXPECT_LE(EstimateScoreMemory(data, {*ParseKernel(kernel)}, score).bytes, search) << kernel;
+  }
+  options.threads = 2;
+  EXPECT_NEAR(static_cast<double>(EstimateSearchMemory(data, options).bytes) / search, 2.0, 0.05);
+}
+
+// The request of issue #14 (n = 2,000, m = 100,000) needed 3.35 GB of RSS before Predict worked
+// in blocks; now K and two blocks bound it whatever m is.
+TEST(MemoryEstimateTest, PredictIsBoundedWhateverM) {
+  const Dataset data = Points(2000);
+  PredictOptions options;
+  options.hyperparameters = {{"SE.lengthscale", 1.0}, {"noise", 0.1}};
+  const KernelExpr kernel = *ParseKernel("SE");
+  const MemoryEstimate m = EstimatePredictMemory(data, kernel, 100000, options);
+  EXPECT_LT(m.bytes, 100'000'000);
+  EXPECT_THAT(m.Summary(), HasSubstr("m = 100000"));
+  const int64_t more = EstimatePredictMemory(data, kernel, 1'000'000, options).bytes;
+  EXPECT_LT(more - m.bytes, 900'000 * 8 * 6);  // only the O(m) results grow
+  // Fitting first costs the fit's memory when that is more.
+  options.hyperparameters.clear();
+  EXPECT_GE(EstimatePredictMemory(data, kernel, 10, options).bytes,
+            EstimateScoreMemory(data, {kernel}, options.fit).bytes);
+}
+
+TEST(MemoryEstimateTest, EvidenceCountsItsStoredSamples) {
+  const Dataset data = Points(500);
+  EvidenceOptions options;
+  options.sampling.max_likelihood_calls = 1'000'000;
+  const int64_t a = EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes;
+  options.sampling.max_likelihood_calls = 10'000'000;
+  const int64_t b = EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes;
+  EXPECT_GT(b, a + 9'000'000LL * 8 * 3);
+}
+
+TEST(MemoryEstimateTest, FormatsBytesInDecimalUnits) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(3'100'000), "3.1 MB");
+  EXPECT_EQ(FormatBytes(2'345'000'000), "2.35 GB");
+}
+
+}  // namespace
+}  // namespace gpsel
