@@ -348,14 +348,16 @@ class Soak:
             self.backoff(code)
 
     def evidence_request(self, n):
+        """Returns (request, long): long jobs run for seconds, short ones for a moment."""
         req = self.m["SubmitEvidenceRequest"]()
         req.request_id = f"soak-{self.args.seed}-{n}"
         req.options.seed = n
-        if self.rng.random() < self.args.long_job_fraction:
+        long = self.rng.random() < self.args.long_job_fraction
+        if long:
             # A few seconds under load: long enough to be running when a replica is killed.
             self._fill(req.dataset, "mauna120")
             req.kernel = "C*SE"
-            req.options.live_points = 100
+            req.options.live_points = 150
             req.options.dlogz = 0.1
             req.options.max_seconds = 60
         else:  # about a tenth of a second alone (tests/server/scale_out_test.cc's ShortRequest)
@@ -365,16 +367,16 @@ class Soak:
             req.options.dlogz = 0.2
             req.options.fit.standardize = False
         req.options.max_likelihood_calls = 2_000_000
-        return req
+        return req, long
 
     def submit_loop(self):
         n = 0
         while not self.stop_load.is_set():
             n += 1
-            req = self.evidence_request(n)
+            req, long = self.evidence_request(n)
             key = req.request_id
             with self.lock:
-                self.jobs[key] = {"names": set(), "created": 0, "acked": False,
+                self.jobs[key] = {"names": set(), "created": 0, "acked": False, "long": long,
                                   "submit_t": self.now(), "cancel": False}
             replica = self.pick()
             # Retry the same idempotency key (on the other replica) until a reply: a retry after
@@ -404,7 +406,9 @@ class Soak:
                               if e["acked"] and not e["cancel"] and k not in done]
             if not candidates:
                 continue
-            key = self.rng.choice(candidates[-10:])  # recent ones: queued or running
+            # Recent long ones when there are: likely queued or running, not finished already.
+            recent = candidates[-10:]
+            key = self.rng.choice([k for k in recent if self.jobs[k]["long"]] or recent)
             with self.lock:
                 self.jobs[key]["cancel"] = True
                 name = self.jobs[key]["name"]
@@ -724,7 +728,7 @@ class Soak:
             f"{j.error.code}: {j.error.message[:80]}" for j in by_name.values() if j.state == 4)
         # create → finish of SUCCEEDED jobs, on the store's clock (PostgreSQL now()): queueing
         # included, and a re-run after a kill included.
-        durations = [(j.finish_time.ToNanoseconds() - j.create_time.ToNanoseconds()) / 1e9
+        durations = [_seconds(j.finish_time) - _seconds(j.create_time)
                      for j in by_name.values() if j.state == 3]
         return {
             "submitted": submitted,
@@ -759,6 +763,10 @@ class Soak:
                     if any(n in line for n in needles):
                         bad.append(f"{name}: {line.strip()[:200]}")
         return bad
+
+
+def _seconds(timestamp):
+    return timestamp.seconds + timestamp.nanos * 1e-9
 
 
 def _round(value):
@@ -837,7 +845,7 @@ def main():
     p.add_argument("--shutdown-grace", type=float, default=15.0)
     p.add_argument("--score-clients", type=int, default=3)
     p.add_argument("--submit-interval", type=float, default=2.0, help="mean seconds")
-    p.add_argument("--long-job-fraction", type=float, default=0.25)
+    p.add_argument("--long-job-fraction", type=float, default=0.4)
     p.add_argument("--rss-every", type=float, default=2.0)
     p.add_argument("--rss-warmup", type=float, default=60.0)
     p.add_argument("--rss-bound-mib", type=float, default=32.0,
