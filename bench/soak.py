@@ -180,6 +180,14 @@ class Replica:
             return r.read().decode()
 
 
+def running_jobs(page):
+    """gpsel_jobs_running{kind="evidence"} of a /metrics page (0 when absent)."""
+    for line in page.splitlines():
+        if line.startswith('gpsel_jobs_running{kind="evidence"} '):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def finished_counts(page):
     """gpsel_jobs_finished_total{kind="evidence",outcome=...} of a /metrics page."""
     counts = {}
@@ -208,6 +216,7 @@ class Soak:
         self.lock = threading.Lock()
         self.calls = collections.defaultdict(list)  # rpc -> [(start, end, replica, code)]
         self.kill_windows = []  # (replica, kill time, ready time) in seconds since t0
+        self.kills_busy = []  # per kill: the victim was running an evidence job
         self.rss = collections.defaultdict(list)  # (replica, incarnation) -> [(t, kB)]
         self.incarnation_start = {}
         self.last_finished = {}  # (replica, incarnation) -> finished counts at the last scrape
@@ -468,15 +477,30 @@ class Soak:
             victim = 1 if self.args.kill_pattern == "second" else k % 2
             k += 1
             r = self.replicas[victim]
+            # Wait (boundedly) until the victim runs an evidence job, so that the kill leaves a
+            # job behind whose lease must expire and be taken over (jobs/job_runner.cc).
+            busy = False
+            wait_until = time.time() + self.args.busy_wait
+            while not busy and time.time() < wait_until and not self.stop_load.is_set():
+                try:
+                    busy = running_jobs(r.scrape()) >= 1
+                except Exception:
+                    pass
+                if not busy:
+                    time.sleep(0.2)
+            if self.stop_load.is_set():
+                break
             self.scrape_one(r)  # finish events of this incarnation, as late as possible
             kill_t = self.now()
             r.kill9()
-            log(f"kill -9 replica {victim} (incarnation {r.incarnation}) at {kill_t:.0f} s")
+            log(f"kill -9 replica {victim} (incarnation {r.incarnation}) at {kill_t:.0f} s"
+                f"{' while running a job' if busy else ''}")
             time.sleep(self.args.restart_delay)
             ready = r.start(self.t0)
             self.incarnation_start[(victim, r.incarnation)] = ready
             with self.lock:
                 self.kill_windows.append((victim, kill_t, ready))
+                self.kills_busy.append(busy)
             log(f"replica {victim} back (incarnation {r.incarnation}) at {ready:.0f} s")
 
     def rss_loop(self):
@@ -655,8 +679,9 @@ class Soak:
             "settings": {k: v for k, v in vars(a).items() if k not in ("store_url",)},
             "load_seconds": round(load_s, 1),
             "drain_seconds": round(self.drain_end - self.load_end, 1),
-            "kills": [{"replica": v, "kill_s": round(k, 1), "ready_s": round(r, 1)}
-                      for v, k, r in self.kill_windows],
+            "kills": [{"replica": v, "kill_s": round(k, 1), "ready_s": round(r, 1),
+                       "victim_running_a_job": b}
+                      for (v, k, r), b in zip(self.kill_windows, self.kills_busy)],
             "throughput_ok_per_s_total": round(total_ok / load_s, 3),
             "calls_per_s_total": round(total_calls / load_s, 3),
             "rpcs": rpcs, "unexpected_examples": self.unexpected_examples,
@@ -784,8 +809,9 @@ def _mib(kb):
 def markdown(r):
     out = [f"Soak of {r['date_utc']} UTC: load {r['load_seconds']} s, drain "
            f"{r['drain_seconds']} s, kills at " +
-           ", ".join(f"{k['kill_s']:.0f} s (replica {k['replica']}, back at {k['ready_s']:.0f} s)"
-                     for k in r["kills"]) + ".", "",
+           ", ".join(f"{k['kill_s']:.0f} s (replica {k['replica']}"
+                     f"{', running a job' if k['victim_running_a_job'] else ''}, "
+                     f"back at {k['ready_s']:.0f} s)" for k in r["kills"]) + ".", "",
            f"Throughput (OK calls/s, all RPCs of the load): **{r['throughput_ok_per_s_total']}**; "
            f"calls/s including rejected and failed: {r['calls_per_s_total']}.", "",
            "| RPC | calls | OK | OK/s | p50 ms | p99 ms | RESOURCE_EXHAUSTED | UNAVAILABLE "
@@ -837,6 +863,8 @@ def main():
                    help="kill replica 1 each time (replica 0 then runs the whole soak, one RSS "
                         "series) or the two in turn")
     p.add_argument("--restart-delay", type=float, default=2.0)
+    p.add_argument("--busy-wait", type=float, default=20.0,
+                   help="seconds a kill may wait for the victim to be running an evidence job")
     p.add_argument("--drain", type=float, default=240, help="bound on the drain, seconds")
     p.add_argument("--workers", type=int, default=2, help="--workers of each replica")
     p.add_argument("--max-queued", type=int, default=4, help="--max-queued of each replica")

@@ -7,21 +7,24 @@
 #   scripts/soak.sh [--minutes N] [other bench/soak.py options]
 #
 # Needs a build (BUILD_DIR, default build/) and python3-grpcio. The report goes to
-# $BUILD_DIR/soak/report.{md,json}, server logs to $BUILD_DIR/soak/run-<time>/. Exit code: that of
-# the driver (0 pass, 1 a check failed, 2 set-up failed), 124 when the overall time bound hit.
+# $BUILD_DIR/soak/NAME.{md,json} (--report-name NAME, default report), server logs to
+# $BUILD_DIR/soak/run-<time>/. Exit code: that of the driver (0 pass, 1 a check failed, 2 set-up
+# failed), 124 when the overall time bound hit, 77 (skipped) without python3-grpcio or PostgreSQL.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 minutes=10
 drain=240
+report_name=report
 passthrough=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes="$2"; shift 2 ;;
     --minutes=*) minutes="${1#--minutes=}"; shift ;;
     --drain) drain="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --report-name) report_name="$2"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) passthrough+=("$1"); shift ;;
   esac
 done
@@ -32,7 +35,7 @@ for f in "$server" "$descriptors"; do
   [ -e "$f" ] || { echo "soak: $f missing; build first (see README.md)" >&2; exit 2; }
 done
 /usr/bin/python3 -c 'import grpc' 2>/dev/null ||
-  { echo "soak: python3-grpcio missing (apt-get install python3-grpcio)" >&2; exit 2; }
+  { echo "soak: skipped: python3-grpcio missing (apt-get install python3-grpcio)" >&2; exit 77; }
 
 mkdir -p "$build_dir/soak"
 run_dir="$(mktemp -d "$build_dir/soak/run-$(date -u +%Y%m%dT%H%M%S)-XXXX")"
@@ -68,7 +71,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-url="$(TMPDIR="$pg_tmp" bash "$root/scripts/start-test-postgres.sh" start)"
+if ! url="$(TMPDIR="$pg_tmp" bash "$root/scripts/start-test-postgres.sh" start)"; then
+  echo "soak: skipped: no PostgreSQL could be started" >&2
+  exit 77
+fi
 echo "soak: PostgreSQL $url; logs in $run_dir" >&2
 
 # The overall bound: load + drain + start-up, replica restarts and shutdown, with margin.
@@ -82,7 +88,9 @@ rc=0
 wait "$driver_pid" || rc=$?
 driver_pid=""
 for ext in md json; do
-  [ -f "$run_dir/report.$ext" ] && cp "$run_dir/report.$ext" "$build_dir/soak/report.$ext"
+  if [ -f "$run_dir/report.$ext" ]; then
+    cp "$run_dir/report.$ext" "$build_dir/soak/$report_name.$ext"
+  fi
 done
-echo "soak: exit $rc; report $build_dir/soak/report.md, logs $run_dir" >&2
+echo "soak: exit $rc; report $build_dir/soak/$report_name.md, logs $run_dir" >&2
 exit "$rc"
