@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import shutil
 import resource
 import signal
 import socket
@@ -217,6 +218,9 @@ class Soak:
         self.calls = collections.defaultdict(list)  # rpc -> [(start, end, replica, code)]
         self.kill_windows = []  # (replica, kill time, ready time) in seconds since t0
         self.kills_busy = []  # per kill: the victim was running an evidence job
+        self.kill_jobs = []  # per kill: [(job name, attempts, cancel requested)] it held
+        self.orphaned = set()  # names of those jobs
+        self.psql = shutil.which("psql")
         self.rss = collections.defaultdict(list)  # (replica, incarnation) -> [(t, kB)]
         self.incarnation_start = {}
         self.last_finished = {}  # (replica, incarnation) -> finished counts at the last scrape
@@ -411,8 +415,11 @@ class Soak:
             self.stop_load.wait(self.rng.uniform(2, 6))
             with self.lock:
                 done = {s["request_id"] for s in self.first_terminal.values()}
+                # Not the jobs a killed replica left behind: those must be taken over, which
+                # a cancel request would turn into a cancellation at the next claim.
                 candidates = [k for k, e in self.jobs.items()
-                              if e["acked"] and not e["cancel"] and k not in done]
+                              if e["acked"] and not e["cancel"] and k not in done
+                              and e["name"] not in self.orphaned]
             if not candidates:
                 continue
             # Recent long ones when there are: likely queued or running, not finished already.
@@ -479,18 +486,24 @@ class Soak:
             r = self.replicas[victim]
             # Wait (boundedly) until the victim runs an evidence job, so that the kill leaves a
             # job behind whose lease must expire and be taken over (jobs/job_runner.cc).
-            busy = False
+            busy, held = False, []
             wait_until = time.time() + self.args.busy_wait
             while not busy and time.time() < wait_until and not self.stop_load.is_set():
-                try:
-                    busy = running_jobs(r.scrape()) >= 1
-                except Exception:
-                    pass
+                held = self.jobs_held_by(r.pid())
+                if held is None:  # no psql: the replica's own gauge (racy with short jobs)
+                    try:
+                        busy = running_jobs(r.scrape()) >= 1
+                    except Exception:
+                        pass
+                else:
+                    busy = bool(held)
                 if not busy:
                     time.sleep(0.2)
             if self.stop_load.is_set():
                 break
             self.scrape_one(r)  # finish events of this incarnation, as late as possible
+            with self.lock:
+                self.orphaned.update(name for name, _, _ in held or [])
             kill_t = self.now()
             r.kill9()
             log(f"kill -9 replica {victim} (incarnation {r.incarnation}) at {kill_t:.0f} s"
@@ -501,7 +514,29 @@ class Soak:
             with self.lock:
                 self.kill_windows.append((victim, kill_t, ready))
                 self.kills_busy.append(busy)
+                self.kill_jobs.append(held or [])
             log(f"replica {victim} back (incarnation {r.incarnation}) at {ready:.0f} s")
+
+    def jobs_held_by(self, pid):
+        """Jobs (not asked to cancel) that replica process `pid` has run for over a second, from the
+        shared store as an operator would (worker ids are HOST-PID-wN, jobs/job_runner.cc; the
+        proto's Job has no lease owner). None without psql."""
+        if self.psql is None or pid is None:
+            return None
+        sql = ("SELECT id, attempts, cancel_requested FROM gpsel_jobs WHERE state = 'RUNNING' "
+               f"AND lease_owner LIKE '%-{pid}-w%' AND started < now() - interval '1 second' "
+               "AND NOT cancel_requested")
+        try:
+            out = subprocess.run([self.psql, "-X", "-A", "-t", "-F", "|", self.args.store_url,
+                                  "-c", sql], capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return []
+        held = []
+        for line in out.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3:
+                held.append(("jobs/" + parts[0], int(parts[1]), parts[2] == "t"))
+        return held
 
     def rss_loop(self):
         while not self.stop_all.is_set():
@@ -682,6 +717,7 @@ class Soak:
             "kills": [{"replica": v, "kill_s": round(k, 1), "ready_s": round(r, 1),
                        "victim_running_a_job": b}
                       for (v, k, r), b in zip(self.kill_windows, self.kills_busy)],
+            "jobs_of_killed_replicas": self.killed_jobs_outcome(listings),
             "throughput_ok_per_s_total": round(total_ok / load_s, 3),
             "calls_per_s_total": round(total_calls / load_s, 3),
             "rpcs": rpcs, "unexpected_examples": self.unexpected_examples,
@@ -693,6 +729,33 @@ class Soak:
             "load_average_at_end": list(os.getloadavg()),
             "problems": problems, "passed": not problems}
         return report
+
+    def killed_jobs_outcome(self, listings):
+        """What became of each job a replica was running when it was killed: taken over (a later
+        attempt finished it), or cancelled by the claim that found its lease expired with a
+        cancel request (jobs keep their attempt count then, store/job_store.h)."""
+        final = {}
+        for listing in listings:
+            for job in listing or []:
+                final[job.name] = job
+        names = {1: "QUEUED", 2: "RUNNING", 3: "SUCCEEDED", 4: "FAILED", 5: "CANCELLED"}
+        out = []
+        for held in self.kill_jobs:
+            for name, attempts, cancel in held:
+                job = final.get(name)
+                state = names.get(job.state, "?") if job else "missing"
+                if job and job.attempts > attempts and job.state in (3, 4, 5):
+                    how = "taken over"
+                elif job and job.state == 5 and cancel:
+                    how = "cancelled (cancel requested before the kill)"
+                elif job and job.state == 5:
+                    how = "cancelled"
+                else:
+                    how = "finished by the killed attempt (between the look and the kill?)"
+                out.append({"job": name, "attempts_at_kill": attempts,
+                            "final_attempts": job.attempts if job else None,
+                            "final_state": state, "outcome": how})
+        return out
 
     def check_jobs(self, listings):
         problems = []
@@ -843,6 +906,10 @@ def markdown(r):
             f"**Lost: {j['lost']}, doubled: {j['doubled']}.**"]
     if j["failed_reasons"]:
         out.append(f"FAILED jobs: {j['failed_reasons']}.")
+    held = r["jobs_of_killed_replicas"]
+    out += ["", f"Jobs running on a replica when it was killed: {len(held)}; " +
+            "; ".join(f"{h['job']}: {h['outcome']}, attempts {h['attempts_at_kill']} → "
+                      f"{h['final_attempts']}, {h['final_state']}" for h in held) + "."]
     out += ["", f"Load generator CPU: {r['driver_cpu_seconds']} s; load average at the end "
             f"{r['load_average_at_end']}."]
     out += ["", "Result: " + ("**PASS**" if r["passed"] else
@@ -864,7 +931,8 @@ def main():
                         "series) or the two in turn")
     p.add_argument("--restart-delay", type=float, default=2.0)
     p.add_argument("--busy-wait", type=float, default=20.0,
-                   help="seconds a kill may wait for the victim to be running an evidence job")
+                   help="seconds a kill may wait for the victim to have run an evidence job for "
+                        "a second (seen in the store with psql, else its gpsel_jobs_running)")
     p.add_argument("--drain", type=float, default=240, help="bound on the drain, seconds")
     p.add_argument("--workers", type=int, default=2, help="--workers of each replica")
     p.add_argument("--max-queued", type=int, default=4, help="--max-queued of each replica")
