@@ -33,7 +33,6 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 SERVICE = "/gpsel.v1.ModelSelectionService/"
-TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
 # Status codes the load expects; anything else fails the run (see classify()).
 REJECTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 GENEROUS_DEADLINE_S = 120.0
