@@ -48,8 +48,8 @@ struct PredictOptions {
 // Doubles in one automatic block of Predict (32 MiB; the block and its solve make two).
 inline constexpr int64_t kPredictBlockDoubles = int64_t{1} << 22;
 // Floating-point operations of one automatic block's triangular solve (n² per column): about
-// 0.1 s on one core, so a cancelled Predict stops within that much after its Cholesky.
-inline constexpr int64_t kPredictBlockFlops = int64_t{1} << 31;
+// 0.05 s on one core, so a cancelled Predict stops within that much after its Cholesky.
+inline constexpr int64_t kPredictBlockFlops = int64_t{1} << 30;
 
 // The automatic block width at n training points (PredictOptions::block_columns).
 int64_t PredictBlockColumns(int64_t n);
