@@ -127,5 +127,32 @@ TEST(JobToProtoTest, UsesTheHooksOfTheJobsKind) {
   EXPECT_FALSE(proto.has_evidence_result());
 }
 
+// Regression (tests/fuzz/job_record_fuzzer.cc): a time before 1970 read from a store row gave a
+// Timestamp with negative nanos, which google.protobuf.Timestamp does not allow.
+TEST(JobToProtoTest, TimesBefore1970HaveNanosInRange) {
+  Job job;
+  job.id = "01ABC";
+  job.created = absl::FromUnixMicros(-1'500'000);  // 1969-12-31T23:59:58.5Z
+  job.finished = absl::InfinitePast() + absl::Hours(1);
+  v1::Job proto;
+  JobToProto(job, &proto);
+  EXPECT_EQ(proto.create_time().seconds(), -2);
+  EXPECT_EQ(proto.create_time().nanos(), 500'000'000);
+  EXPECT_GE(proto.finish_time().nanos(), 0);
+  EXPECT_LT(proto.finish_time().nanos(), 1'000'000'000);
+}
+
+// Regression (tests/fuzz/job_record_fuzzer.cc): an id that is not UTF-8 (a damaged store row)
+// went into `name` unchanged, and a client could not parse the response.
+TEST(JobToProtoTest, IdThatIsNotUtf8IsMadeValid) {
+  Job job;
+  job.id = "01K\xff";
+  v1::Job proto;
+  JobToProto(job, &proto);
+  EXPECT_EQ(proto.name(), "jobs/01K\xEF\xBF\xBD");
+  v1::Job received;
+  EXPECT_TRUE(received.ParseFromString(proto.SerializeAsString()));
+}
+
 }  // namespace
 }  // namespace gpsel
