@@ -154,5 +154,26 @@ TEST(JobToProtoTest, IdThatIsNotUtf8IsMadeValid) {
   EXPECT_TRUE(received.ParseFromString(proto.SerializeAsString()));
 }
 
+// Regression (tests/fuzz/job_record_fuzzer.cc): stored result bytes that failed to parse left a
+// half-read evidence_result with a string that is not UTF-8, and a client could not parse the
+// response. Such a result is now left out.
+TEST(JobToProtoTest, ResultThatDoesNotParseIsLeftOut) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
+  v1::EvidenceResult result;
+  result.set_log_evidence(-8.032);
+  result.set_log_evidence_estimator("\xff\xfe");  // serialised as is, with a logged error
+  Job job;
+  job.id = "01ABC";
+  job.kind = kEvidenceJobKind;
+  job.state = JobState::kSucceeded;
+  job.result = result.SerializeAsString();
+  v1::Job proto;
+  JobToProto(job, &kinds, &proto);
+  EXPECT_FALSE(proto.has_evidence_result());
+  v1::Job received;
+  EXPECT_TRUE(received.ParseFromString(proto.SerializeAsString()));
+}
+
 }  // namespace
 }  // namespace gpsel
