@@ -119,7 +119,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckTimestamp(proto.finish_time(), "finish_time");
   gpsel::v1::Job received;
   GPSEL_FUZZ_CHECK(received.ParseFromString(proto.SerializeAsString()),
-                   absl::StrCat("job ", absl::CHexEscape(job.id), " does not parse back"));
+                   absl::StrCat("job ", absl::CHexEscape(job.id), " does not parse back: ",
+                                proto.ShortDebugString()));
   absl::StatusOr<std::string> id = gpsel::JobIdFromName(received.name(), "name");
   if (id.ok() && gpsel::ValidUtf8(job.id) == job.id) GPSEL_FUZZ_CHECK(*id == job.id, job.id);
   return 0;
