@@ -58,9 +58,9 @@ void CheckDataset(std::string_view text, const gpsel::DatasetLimits& limits) {
   absl::StatusOr<gpsel::Standardization> s = gpsel::ComputeStandardization(data->y, true);
   GPSEL_FUZZ_CHECK_OK_OR_INVALID(s.status());
   if (s.ok()) {
-    GPSEL_FUZZ_CHECK(s->applied && std::isfinite(s->mean) && std::isfinite(s->scale) &&
-                         s->scale > 0,
-                     absl::StrCat(s->mean, " ", s->scale));
+    GPSEL_FUZZ_CHECK(
+        s->applied && std::isfinite(s->mean) && std::isfinite(s->scale) && s->scale > 0,
+        absl::StrCat(s->mean, " ", s->scale));
     GPSEL_FUZZ_CHECK(AllFinite(gpsel::ApplyStandardization(*s, data->y)), shape);
   }
 }

@@ -26,14 +26,14 @@ inline std::string StatusText(const absl::Status& status) { return status.ToStri
 
 // GPSEL_FUZZ_CHECK(condition, detail): `detail` (a std::string expression) is evaluated only
 // when the check fails.
-#define GPSEL_FUZZ_CHECK(condition, detail)                                                 \
-  do {                                                                                      \
+#define GPSEL_FUZZ_CHECK(condition, detail)                                               \
+  do {                                                                                    \
     if (!(condition)) ::gpsel::fuzz::FailCheck(__FILE__, __LINE__, #condition, (detail)); \
   } while (false)
 
 // The status is OK or INVALID_ARGUMENT.
-#define GPSEL_FUZZ_CHECK_OK_OR_INVALID(status)                                    \
-  GPSEL_FUZZ_CHECK((status).ok() || absl::IsInvalidArgument(status),             \
+#define GPSEL_FUZZ_CHECK_OK_OR_INVALID(status)                       \
+  GPSEL_FUZZ_CHECK((status).ok() || absl::IsInvalidArgument(status), \
                    ::gpsel::fuzz::StatusText(status))
 
 #endif  // GPSEL_TESTS_FUZZ_FUZZ_CHECK_H_

@@ -11,12 +11,11 @@
 // [0, 1e9) as google.protobuf.Timestamp requires, and shows the stored id as "jobs/{id}".
 // The database access itself (sqlite3_column_*, pqxx) is not exercised here.
 #include <fuzzer/FuzzedDataProvider.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-#include <google/protobuf/stubs/logging.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -78,8 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   gpsel::Job job;
   job.id = in.ConsumeRandomLengthString(64);
-  job.kind = in.ConsumeBool() ? std::string(gpsel::kEvidenceJobKind)
-                              : in.ConsumeRandomLengthString(32);
+  job.kind =
+      in.ConsumeBool() ? std::string(gpsel::kEvidenceJobKind) : in.ConsumeRandomLengthString(32);
   const std::string state_text = in.ConsumeRandomLengthString(16);
   const std::optional<gpsel::JobState> state = gpsel::ParseJobState(state_text);
   if (state) {
@@ -119,8 +118,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckTimestamp(proto.finish_time(), "finish_time");
   gpsel::v1::Job received;
   GPSEL_FUZZ_CHECK(received.ParseFromString(proto.SerializeAsString()),
-                   absl::StrCat("job ", absl::CHexEscape(job.id), " does not parse back: ",
-                                proto.ShortDebugString()));
+                   absl::StrCat("job ", absl::CHexEscape(job.id),
+                                " does not parse back: ", proto.ShortDebugString()));
   absl::StatusOr<std::string> id = gpsel::JobIdFromName(received.name(), "name");
   if (id.ok() && gpsel::ValidUtf8(job.id) == job.id) GPSEL_FUZZ_CHECK(*id == job.id, job.id);
   return 0;

@@ -21,8 +21,14 @@ namespace {
 namespace v1 = gpsel::v1;
 
 enum Selector : char {
-  kScore = 0, kSearch = 1, kPredict = 2, kSubmitEvidence = 3,
-  kGetJob = 4, kWatchJob = 5, kCancelJob = 6, kListJobs = 7,
+  kScore = 0,
+  kSearch = 1,
+  kPredict = 2,
+  kSubmitEvidence = 3,
+  kGetJob = 4,
+  kWatchJob = 5,
+  kCancelJob = 6,
+  kListJobs = 7,
 };
 
 // The first `rows` data rows (and the header) of a bundled CSV: small seeds mutate faster.
@@ -79,8 +85,7 @@ int main(int argc, char** argv) {
   gpsel::SearchOptions search_options;
   search_options.base_kernels = {Kernel("SE"), Kernel("PER"), Kernel("LIN"), Kernel("RQ")};
   search_options.max_depth = 2;
-  Write(out, "search-mauna-loa", kSearch,
-        gpsel::bridge::SearchRequestOf(mauna, search_options));
+  Write(out, "search-mauna-loa", kSearch, gpsel::bridge::SearchRequestOf(mauna, search_options));
 
   gpsel::PredictOptions predict_options;
   predict_options.hyperparameters = {{"SE.lengthscale", 3.0}, {"noise", 0.1}};

@@ -14,12 +14,12 @@
 //     in canonical form as SubmitEvidence does, validates again to the same kernel and data
 //     (the job runner re-validates stored requests, jobs/evidence_job.cc);
 //   - an accepted job name round-trips through JobName; an accepted page token is ≥ 0.
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include <google/protobuf/stubs/logging.h>
 
 #include "absl/strings/str_cat.h"
 #include "bridge/convert.h"
@@ -47,8 +47,7 @@ void CheckRejection(const absl::Status& status) {
   if (status.ok()) return;
   const auto violations = gpsel::bridge::FieldViolations(status);
   GPSEL_FUZZ_CHECK(!violations.empty(), StatusText(status));
-  const absl::Status received =
-      gpsel::bridge::FromGrpcStatus(gpsel::bridge::ToGrpcStatus(status));
+  const absl::Status received = gpsel::bridge::FromGrpcStatus(gpsel::bridge::ToGrpcStatus(status));
   GPSEL_FUZZ_CHECK(received.code() == status.code() && received.message() == status.message(),
                    StatusText(received));
   GPSEL_FUZZ_CHECK(gpsel::bridge::FieldViolations(received) == violations, StatusText(status));
@@ -114,8 +113,8 @@ void Predict(const v1::PredictRequest& request) {
   GPSEL_FUZZ_CHECK(valid->x_new.cols() == valid->data.num_dims(), shape);
   GPSEL_FUZZ_CHECK(valid->x_new.array().isFinite().all(), shape);
   GPSEL_FUZZ_CHECK(valid->options.Validate().ok(), "options");
-  const v1::PredictRequest rebuilt = gpsel::bridge::PredictRequestOf(
-      valid->data, valid->kernel, valid->x_new, valid->options);
+  const v1::PredictRequest rebuilt =
+      gpsel::bridge::PredictRequestOf(valid->data, valid->kernel, valid->x_new, valid->options);
   absl::StatusOr<gpsel::ValidPredict> again = gpsel::ValidatePredictRequest(rebuilt, Limits());
   GPSEL_FUZZ_CHECK(again.ok(), StatusText(again.status()));
   GPSEL_FUZZ_CHECK(again->kernel == valid->kernel, gpsel::ToString(valid->kernel));
@@ -162,9 +161,9 @@ void ListJobs(const v1::ListJobsRequest& request) {
   if (state) GPSEL_FUZZ_CHECK(gpsel::ToProto(*state) == request.state(), "state");
   namespace jsi = gpsel::job_store_internal;
   absl::StatusOr<int> page_size = jsi::EffectivePageSize(request.page_size());
-  GPSEL_FUZZ_CHECK(page_size.ok() && *page_size >= 1 &&
-                       *page_size <= gpsel::ListJobsRequest::kMaxPageSize,
-                   absl::StrCat(request.page_size()));
+  GPSEL_FUZZ_CHECK(
+      page_size.ok() && *page_size >= 1 && *page_size <= gpsel::ListJobsRequest::kMaxPageSize,
+      absl::StrCat(request.page_size()));
   if (request.page_token().empty()) return;
   absl::StatusOr<int64_t> after = jsi::DecodePageToken(request.page_token());
   GPSEL_FUZZ_CHECK_OK_OR_INVALID(after.status());
