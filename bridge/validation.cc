@@ -153,7 +153,11 @@ void CheckFitOptions(const v1::FitOptions& fit, const std::string& field,
 void CheckParameterNames(const v1::FitOptions& fit, const std::string& field,
                          const std::vector<std::pair<std::string, KernelExpr>>& kernels,
                          Violations& v) {
-  for (const auto& [kernel_field, kernel] : kernels) {
+  for (const auto& entry : kernels) {
+    // Named references, not a structured binding: the lambda below uses them, and C++17 does
+    // not let a lambda capture a structured binding (clang rejects it; tests/fuzz builds with it).
+    const std::string& kernel_field = entry.first;
+    const KernelExpr& kernel = entry.second;
     absl::StatusOr<std::vector<HyperparameterInfo>> info = DescribeHyperparameters(kernel, {});
     if (!info.ok()) continue;
     std::set<std::string> names;

@@ -854,8 +854,9 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
       // A copy: the other fit's outcomes grow in the next iteration.
       const Eigen::VectorXd point = seed->raw;
       outcomes[r].emplace_back();
-      tasks.push_back([&, r, point, origin] {
-        outcomes[r].back() = runs[r]->RunCrossStart(point, origin, report);
+      // `run = r`: a lambda may not capture a structured binding in C++17 (clang rejects it).
+      tasks.push_back([&, run = r, point, origin] {
+        outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
       });
     }
     RunTasks(pool, tasks);
@@ -902,8 +903,8 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
         outcomes[r].emplace_back();
         const Eigen::VectorXd point = results[o]->raw;
         restarted.push_back(static_cast<size_t>(r));
-        tasks.push_back([&, r, point, origin] {
-          outcomes[r].back() = runs[r]->RunCrossStart(point, origin, report);
+        tasks.push_back([&, run = r, point, origin] {
+          outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
         });
       } else {
         if (absl::Status s = AdoptOtherOptimum(*runs[r], *results[o], *results[r]); !s.ok()) {

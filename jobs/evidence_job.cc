@@ -41,7 +41,13 @@ absl::Status RegisterEvidenceJobKind(JobKindRegistry* registry, const ServiceLim
     }
   };
   kind.result_to_proto = [](std::string_view result, v1::Job* job) {
-    job->mutable_evidence_result()->ParseFromArray(result.data(), static_cast<int>(result.size()));
+    // Parsed aside and kept only when whole: a failed parse leaves the fields read so far, e.g.
+    // a string that is not UTF-8, which would make the response unreadable for the client
+    // (found by tests/fuzz/job_record_fuzzer.cc).
+    v1::EvidenceResult parsed;
+    if (parsed.ParseFromArray(result.data(), static_cast<int>(result.size()))) {
+      *job->mutable_evidence_result() = std::move(parsed);
+    }
   };
   return registry->Register(std::move(kind));
 }

@@ -11,8 +11,16 @@ namespace {
 
 void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
   const int64_t nanos = absl::ToUnixNanos(t);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  // Floor division: a Timestamp's nanos lie in [0, 1e9) also before 1970 (a store row with a
+  // negative time, found by tests/fuzz/job_record_fuzzer.cc, gave negative nanos).
+  int64_t seconds = nanos / 1000000000;
+  int64_t fraction = nanos % 1000000000;
+  if (fraction < 0) {
+    fraction += 1000000000;
+    --seconds;
+  }
+  out->set_seconds(seconds);
+  out->set_nanos(static_cast<int32_t>(fraction));
 }
 
 }  // namespace
@@ -122,7 +130,7 @@ void JobToProto(const Job& job, const JobKindRegistry* kinds, v1::Job* proto) {
   // Text from the store goes out as proto `string` fields, which must be UTF-8: a damaged store
   // page must not make the whole response undecodable for clients.
   proto->Clear();
-  proto->set_name(JobName(job.id));
+  proto->set_name(JobName(ValidUtf8(job.id)));  // the id is text from the store too
   proto->set_kind(ValidUtf8(job.kind));
   proto->set_state(ToProto(job.state));
   v1::Progress* progress = proto->mutable_progress();

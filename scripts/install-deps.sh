@@ -44,6 +44,7 @@ build_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libsqlite3-dev sqlite3 libpqxx-dev
   libopenblas-pthread-dev
+  clang-14 libclang-rt-14-dev
   postgresql prometheus
   python3 python3-sklearn python3-numpy python3-grpcio python3-protobuf python3-yaml
   openssl docker-compose

@@ -3,6 +3,7 @@
 // values land in the fields they belong to, statuses keep their details across gRPC, and request
 // validation names every bad field with core's own messages and defaults.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "core/predict.h"
 #include "core/score.h"
 #include "core/search.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -71,6 +73,21 @@ TEST(BridgeRoundTripTest, DatasetAndMatrix) {
   EXPECT_EQ(*mb, m);
   pm.add_values(7);
   EXPECT_THAT(std::string(bridge::FromProto(pm, "x_new").status().message()), HasSubstr("x_new"));
+}
+
+// Regression (tests/fuzz/request_fuzzer.cc): a matrix of 2^31 − 1 rows and 0 columns has no values
+// and is valid, but FromProto looped over its rows for seconds (31 s under the fuzz build's
+// sanitizers) before returning it.
+TEST(BridgeRoundTripTest, EmptyMatrixWithManyRowsConvertsAtOnce) {
+  v1::Matrix pm;
+  pm.set_rows(std::numeric_limits<int32_t>::max());
+  pm.set_cols(0);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Eigen::MatrixXd> m = bridge::FromProto(pm, "x_new");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->rows(), std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(m->cols(), 0);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
 }
 
 TEST(BridgeRoundTripTest, ScoreRequestKeepsEveryOption) {

@@ -127,5 +127,53 @@ TEST(JobToProtoTest, UsesTheHooksOfTheJobsKind) {
   EXPECT_FALSE(proto.has_evidence_result());
 }
 
+// Regression (tests/fuzz/job_record_fuzzer.cc): a time before 1970 read from a store row gave a
+// Timestamp with negative nanos, which google.protobuf.Timestamp does not allow.
+TEST(JobToProtoTest, TimesBefore1970HaveNanosInRange) {
+  Job job;
+  job.id = "01ABC";
+  job.created = absl::FromUnixMicros(-1'500'000);  // 1969-12-31T23:59:58.5Z
+  job.finished = absl::InfinitePast() + absl::Hours(1);
+  v1::Job proto;
+  JobToProto(job, &proto);
+  EXPECT_EQ(proto.create_time().seconds(), -2);
+  EXPECT_EQ(proto.create_time().nanos(), 500'000'000);
+  EXPECT_GE(proto.finish_time().nanos(), 0);
+  EXPECT_LT(proto.finish_time().nanos(), 1'000'000'000);
+}
+
+// Regression (tests/fuzz/job_record_fuzzer.cc): an id that is not UTF-8 (a damaged store row)
+// went into `name` unchanged, and a client could not parse the response.
+TEST(JobToProtoTest, IdThatIsNotUtf8IsMadeValid) {
+  Job job;
+  job.id = "01K\xff";
+  v1::Job proto;
+  JobToProto(job, &proto);
+  EXPECT_EQ(proto.name(), "jobs/01K\xEF\xBF\xBD");
+  v1::Job received;
+  EXPECT_TRUE(received.ParseFromString(proto.SerializeAsString()));
+}
+
+// Regression (tests/fuzz/job_record_fuzzer.cc): stored result bytes that failed to parse left a
+// half-read evidence_result with a string that is not UTF-8, and a client could not parse the
+// response. Such a result is now left out.
+TEST(JobToProtoTest, ResultThatDoesNotParseIsLeftOut) {
+  JobKindRegistry kinds;
+  ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
+  v1::EvidenceResult result;
+  result.set_log_evidence(-8.032);
+  result.set_log_evidence_estimator("\xff\xfe");  // serialised as is, with a logged error
+  Job job;
+  job.id = "01ABC";
+  job.kind = kEvidenceJobKind;
+  job.state = JobState::kSucceeded;
+  job.result = result.SerializeAsString();
+  v1::Job proto;
+  JobToProto(job, &kinds, &proto);
+  EXPECT_FALSE(proto.has_evidence_result());
+  v1::Job received;
+  EXPECT_TRUE(received.ParseFromString(proto.SerializeAsString()));
+}
+
 }  // namespace
 }  // namespace gpsel

@@ -13,7 +13,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/includes.sh"
 # Folders each folder may include from (its own always). "proto" is the generated contract
 # (gpsel/v1, google/rpc, grpc/health/v1). jobs and service use bridge's proto<->core conversion,
 # whose signatures are proto messages, so they see proto too; cli prints the response messages
-# (--json is their protobuf JSON mapping).
+# (--json is their protobuf JSON mapping). tests/fuzz feeds the parsers and checks of the layers
+# below the service (tests/fuzz/CMakeLists.txt links nothing above jobs).
 declare -A allowed=(
   [core]="core"
   [bridge]="bridge core proto"
@@ -23,10 +24,11 @@ declare -A allowed=(
   [service]="service core bridge store metrics jobs proto"
   [client]="client core bridge proto"
   [cli]="cli core client bridge proto"
+  [tests/fuzz]="core bridge store jobs proto"
 )
 
 failures=0
-for folder in $gpsel_folders; do
+for folder in $gpsel_folders tests/fuzz; do
   [ -d "$folder" ] || continue
   while IFS=: read -r file line layer path; do
     [ "$layer" != - ] || continue
