@@ -39,19 +39,20 @@ tsan_core_tests='^(TaskGroupTest\.|ScoreTest\.Concurrent|FitDeterminismTest\.Par
 tsan_core_tests+='|SpdFactorizationTest\.Concurrent|SearchControlTest\.'
 tsan_core_tests+='|SearchRecognitionTest\.OneAndFourThreads)'
 
-# configure_and_build DIR FLAGS TIMEOUT_SCALE [TARGET...]: Release build without the benchmarks
-# (bench/ is not run by ctest). The flags go on compile and link lines alike, so every executable,
-# including the gpsel-server and gpsel binaries that the server and CLI tests spawn (their paths
-# are this build's, tests/CMakeLists.txt), carries the sanitizer runtime.
+# configure_and_build DIR FLAGS LINK_EXTRA TIMEOUT_SCALE [TARGET...]: Release build without the
+# benchmarks (bench/ is not run by ctest). The flags go on compile and link lines alike, so every
+# executable, including the gpsel-server and gpsel binaries that the server and CLI tests spawn
+# (their paths are this build's, tests/CMakeLists.txt), carries the sanitizer runtime.
 configure_and_build() {
-  local dir="$1" flags="$2" scale="$3"
-  shift 3
+  local dir="$1" flags="$2" link_extra="$3" scale="$4"
+  shift 4
   local start=$SECONDS
   log "configure $dir: $flags"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPSEL_BUILD_BENCH=OFF \
     -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ "${launcher[@]}" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags${link_extra:+ $link_extra}" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
     -DGPSEL_TEST_TIMEOUT_SCALE="$scale" >/dev/null
   local targets=()
   if [ $# -gt 0 ]; then targets=(--target "$@"); fi
@@ -105,7 +106,7 @@ start_postgres() {
 
 run_asan() {
   local dir=build-asan
-  configure_and_build "$dir" "$asan_flags" 4
+  configure_and_build "$dir" "$asan_flags" "" 4
   start_postgres
   local reports="$root/$dir/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
@@ -131,7 +132,13 @@ strict_init_order=1:strict_string_checks=1:detect_stack_use_after_return=0:log_p
 
 run_tsan() {
   local dir=build-tsan
-  configure_and_build "$dir" "$tsan_flags" 10 core_tests jobs_tests jobstore_tests server_tests
+  # absl::Mutex annotated for TSan, linked into every executable: see the file's comment.
+  local shim="$root/$dir/sanitizer-shim/tsan_absl_mutex.o"
+  mkdir -p "$(dirname "$shim")"
+  # shellcheck disable=SC2086  # the flags are words
+  g++ $tsan_flags -O1 -std=c++17 -c "$supp/tsan_absl_mutex.cc" -o "$shim"
+  configure_and_build "$dir" "$tsan_flags" "$shim" 10 \
+    core_tests jobs_tests jobstore_tests server_tests
   start_postgres
   local reports="$root/$dir/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
