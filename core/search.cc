@@ -735,10 +735,10 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
               absl::StrCat(label, " is not finite (", slot.result->value, ")"));
         }
       }
-      {
-        std::lock_guard<std::mutex> lock(finished_mutex);
-        finished.push_back(index);
-      }
+      // Notified under the lock: once the last index is visible this thread may return and
+      // destroy finished_changed (it is on its stack), so no worker may touch it afterwards.
+      std::lock_guard<std::mutex> lock(finished_mutex);
+      finished.push_back(index);
       finished_changed.notify_one();
     });
   }
