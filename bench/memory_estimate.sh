@@ -10,13 +10,16 @@ build="${1:-build}"
 run="$build/bench/memory_estimate_run"
 data=data/co2_weekly.csv
 [ -x "$run" ] || { echo "build $run first (cmake --build $build --target memory_estimate_run)"; exit 1; }
-peak_kb() { /usr/bin/time -v "$@" 2>&1 >/dev/null | awk -F': ' '/Maximum resident set size/ {print $2}'; }
+peak_kb() {
+  /usr/bin/time -v "$@" 2>&1 >/dev/null </dev/null |
+    awk -F': ' '/Maximum resident set size/ {print $2}'
+}
 printf '%-8s %-24s %6s %7s %12s %12s %6s\n' kind kernel n threads estimate_MB measured_MB ratio
 while read -r kind kernel n threads extra; do
   args=(--kind "$kind" --data "$data" --n "$n" --kernel "$kernel" --threads "$threads" $extra)
   base=$(peak_kb "$run" "${args[@]}" --estimate-only)
   peak=$(peak_kb "$run" "${args[@]}")
-  estimate=$("$run" "${args[@]}" --estimate-only | awk '/^estimate_bytes/ {print $2}')
+  estimate=$("$run" "${args[@]}" --estimate-only </dev/null | awk '/^estimate_bytes/ {print $2}')
   /usr/bin/python3 - "$kind" "$kernel" "$n" "$threads" "$estimate" "$base" "$peak" <<'PY'
 import sys
 kind, kernel, n, threads, estimate, base, peak = sys.argv[1:]
@@ -29,7 +32,7 @@ score C*SE 1000 1
 score C*SE 2000 1
 score C*SE+C*SE*PER 1000 1
 score C*SE+C*SE*PER 2000 1
-score C*SE+C*SE*PER 2000 2
+score C*SE+C*SE*PER 1000 2
 search SE 1000 2 --depth=2
 predict C*SE 2000 1 --m=100000
 CASES
