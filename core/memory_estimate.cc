@@ -73,29 +73,34 @@ KernelShape ShapeOf(const KernelExpr& kernel) {
   return shape;
 }
 
+// n×n matrices the exact Hessian holds at once: node values (K and dK per node; a product's dK
+// also makes a temporary of its other operands, about half a matrix more per derivative as
+// measured), the geometry, K⁻¹, W = ααᵀ − K⁻¹, B_i = K⁻¹K_i for every free parameter (u with
+// noise), one ∂²K/∂r_i∂r_j and its operands' temporaries, the Cholesky factor and its copy:
+// bench/memory_estimate.sh measured C*SE and C*SE + C*SE*PER at n = 1,000 and 2,000 within
+// these counts.
+int64_t HessianMatrixCount(int64_t nodes, int64_t derivative_matrices, int64_t geometry,
+                           int64_t u) {
+  return nodes + (3 * derivative_matrices + 1) / 2 + geometry + u + 8;
+}
+
 // The worst candidate a search of `depth` steps can build: `depth` leaves of the widest base
 // kernel, nested as deeply as the grammar allows (each step may wrap the whole expression).
 int64_t WorstSearchHessianMatrices(int depth, int dims) {
   const int leaves = std::max(depth, 1);
   const int parameters = leaves * kWidestBaseParameters;
-  const int nodes = 2 * leaves - 1;
   // A chain of `leaves - 1` binary operators: the k-th operator from the top has all the
   // parameters below it; bounded by parameters × (levels + 1).
-  const int derivative_matrices = parameters * leaves;
-  const int geometry = 3 * std::max(1, std::min(dims, leaves));
-  return nodes + (3 * derivative_matrices + 1) / 2 + geometry + (parameters + 1) + 8;
+  return HessianMatrixCount(/*nodes=*/2 * leaves - 1, /*derivative_matrices=*/parameters * leaves,
+                            /*geometry=*/3 * std::max(1, std::min(dims, leaves)),
+                            /*u=*/parameters + 1);
 }
 
 int64_t HessianMatrices(const KernelExpr& kernel) {
   const KernelShape shape = ShapeOf(kernel);
-  const int u = shape.parameters + 1;  // + noise
-  const int64_t geometry = static_cast<int64_t>(shape.dims.size()) * shape.geometry_kinds;
-  // Node values (K and dK per node; a product's dK also makes a temporary of its other
-  // operands, about half a matrix more per derivative as measured), the geometry, K⁻¹,
-  // W = ααᵀ − K⁻¹, B_i = K⁻¹K_i for every free parameter, one ∂²K/∂r_i∂r_j and its operands'
-  // temporaries, the Cholesky factor and its copy: bench/memory_estimate.sh measured C*SE and
-  // C*SE + C*SE*PER at n = 1,000 and 2,000 within these counts.
-  return shape.nodes + (3 * shape.derivative_matrices + 1) / 2 + geometry + u + 8;
+  return HessianMatrixCount(shape.nodes, shape.derivative_matrices,
+                            static_cast<int64_t>(shape.dims.size()) * shape.geometry_kinds,
+                            /*u=*/shape.parameters + 1);
 }
 
 MemoryEstimate Make(int64_t bytes, std::string breakdown) {
