@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "bridge/convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "bridge/convert.h"
 #include "store/job_store.h"
 #include "tests/server/server_test_util.h"
 
@@ -171,10 +171,20 @@ TEST(MemoryBudgetTest, AutomaticBudgetDividesTheMachineAmongWorkers) {
 // address space) fails that request with RESOURCE_EXHAUSTED; the server serves the next one.
 TEST(OutOfMemoryTest, BadAllocEndsTheRequestNotTheServer) {
   const std::filesystem::path dir = MakeTempDir("gpsel-oom-test");
-  const std::vector<std::string> args = {
-      "--listen", "127.0.0.1:0", "--metrics-listen", "", "--store",
-      "sqlite:" + (dir / "jobs.db").string(), "--workers", "1", "--job-workers", "0",
-      "--max-request-bytes", "0", "--max-predict-points", "100000"};
+  const std::vector<std::string> args = {"--listen",
+                                         "127.0.0.1:0",
+                                         "--metrics-listen",
+                                         "",
+                                         "--store",
+                                         "sqlite:" + (dir / "jobs.db").string(),
+                                         "--workers",
+                                         "1",
+                                         "--job-workers",
+                                         "0",
+                                         "--max-request-bytes",
+                                         "0",
+                                         "--max-predict-points",
+                                         "100000"};
   ServerProcess server(args, dir / "server.log", /*address_space_bytes=*/int64_t{1536} << 20);
   ASSERT_GT(server.port(), 0) << "gpsel-server did not start; see " << dir / "server.log";
   std::unique_ptr<Client> client = Connect(server.port());
@@ -193,8 +203,8 @@ TEST(OutOfMemoryTest, BadAllocEndsTheRequestNotTheServer) {
   ScoreOptions quick;
   quick.fit.restarts = 1;
   quick.metrics = {Metric::kMll};
-  EXPECT_TRUE(client->Score(LoadData("interpretable_linear.csv"), {*ParseKernel("SE")}, quick)
-                  .ok());
+  EXPECT_TRUE(
+      client->Score(LoadData("interpretable_linear.csv"), {*ParseKernel("SE")}, quick).ok());
   EXPECT_GT(server.pid(), 0);
   EXPECT_EQ(kill(server.pid(), 0), 0) << "the server died";
   std::filesystem::remove_all(dir);
@@ -211,8 +221,8 @@ TEST(LimitCeilingsTest, ServerRefusesLimitsAboveTheirCeilings) {
               ::testing::AllOf(HasSubstr("--max-base-kernels is 1000"),
                                HasSubstr("--max-points is 1000000")));
   // The binary says the same and exits 2.
-  const CommandResult run = RunCommand(absl::StrCat(
-      GPSEL_SERVER_PATH, " --listen 127.0.0.1:0 --max-base-kernels 100000 2>&1"));
+  const CommandResult run = RunCommand(
+      absl::StrCat(GPSEL_SERVER_PATH, " --listen 127.0.0.1:0 --max-base-kernels 100000 2>&1"));
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.output, HasSubstr("--max-base-kernels is 100000; it must be in [1, 128]"));
   std::filesystem::remove_all(dir);

@@ -54,8 +54,8 @@ inline Dataset MaunaLoa(int n) {
 
 inline std::filesystem::path MakeTempDir(const std::string& prefix) {
   std::random_device device;
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              absl::StrCat(prefix, "-", getpid(), "-", device());
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat(prefix, "-", getpid(), "-", device());
   std::filesystem::create_directories(dir);
   return dir;
 }
