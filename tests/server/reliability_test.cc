@@ -43,31 +43,19 @@ double SecondsUntilWorkersIdle(int metrics_port, double limit = 30.0) {
   return limit;
 }
 
-class PromptCancellationTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(MakeTempDir("gpsel-cancel-test"));
-    ServerOptions options = TestServerOptions(*dir_);
+class PromptCancellationTest : public ServerFixture<PromptCancellationTest> {
+ public:
+  static constexpr char kTempDirPrefix[] = "gpsel-cancel-test";
+  static void AdjustServerOptions(ServerOptions& options) {
     options.rpc_workers = 1;
     options.service.limits.max_request_bytes = 0;  // no budget: these requests are large
-    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    std::filesystem::remove_all(*dir_);
-    delete dir_;
-  }
+
+ protected:
   // The bound: free within 2 s of the deadline (one likelihood evaluation at n = 2,000
   // is 0.1–0.5 s on this machine, the poll interval of a waiting search 0.1 s).
   static constexpr double kFreeWithinSeconds = 2.0;
-
-  static GpselServer* server_;
-  static std::filesystem::path* dir_;
 };
-GpselServer* PromptCancellationTest::server_ = nullptr;
-std::filesystem::path* PromptCancellationTest::dir_ = nullptr;
 
 TEST_F(PromptCancellationTest, LateScoreFreesItsWorker) {
   std::unique_ptr<Client> client = Connect(server_->port(), absl::Seconds(1));

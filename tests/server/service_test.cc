@@ -23,30 +23,16 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-class ServiceTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(MakeTempDir("gpsel-service-test"));
-    ServerOptions options = TestServerOptions(*dir_);
+class ServiceTest : public ServerFixture<ServiceTest> {
+ public:
+  static constexpr char kTempDirPrefix[] = "gpsel-service-test";
+  static void AdjustServerOptions(ServerOptions& options) {
     options.service.limits.max_points = 600;
     options.service.limits.max_dims = 4;
     options.service.limits.max_search_depth = 3;
     options.service.limits.max_live_points = 2000;
-    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    std::filesystem::remove_all(*dir_);
-    delete dir_;
-  }
-
-  static GpselServer* server_;
-  static std::filesystem::path* dir_;
 };
-GpselServer* ServiceTest::server_ = nullptr;
-std::filesystem::path* ServiceTest::dir_ = nullptr;
 
 TEST_F(ServiceTest, ScoreMatchesInProcessBitForBit) {
   const Dataset data = LoadData("interpretable_linear.csv");
