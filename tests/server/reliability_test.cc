@@ -158,6 +158,13 @@ TEST(MemoryBudgetTest, AutomaticBudgetDividesTheMachineAmongWorkers) {
 // An allocation the budget did not foresee (here: no budget, and a server capped at 1.5 GB of
 // address space) fails that request with RESOURCE_EXHAUSTED; the server serves the next one.
 TEST(OutOfMemoryTest, BadAllocEndsTheRequestNotTheServer) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Under scripts/sanitize.sh the server is instrumented like this test: ASan and TSan reserve
+  // terabytes of shadow address space at start, which the RLIMIT_AS below forbids (the server
+  // does not start), and ASan's operator new ends the process on an exhausted allocation instead
+  // of throwing std::bad_alloc. The Release suite (scripts/test.sh) runs this test.
+  GTEST_SKIP() << "RLIMIT_AS and std::bad_alloc cannot be tested under ASan/TSan";
+#endif
   const std::filesystem::path dir = MakeTempDir("gpsel-oom-test");
   const std::vector<std::string> args = {"--listen",
                                          "127.0.0.1:0",
