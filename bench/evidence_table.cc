@@ -105,11 +105,11 @@ Row RunSeeds(const std::string& problem, const gpsel::Dataset& data, const gpsel
       std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
       std::exit(1);
     }
-    row.log_z.push_back(e->sampling.log_evidence);
-    row.err.push_back(e->sampling.log_evidence_error);
-    row.calls.push_back(static_cast<double>(e->sampling.likelihood_calls));
-    row.seconds.push_back(e->sampling.seconds);
-    row.any_partial |= e->sampling.partial;
+    row.log_z.push_back(e->sampling->log_evidence);
+    row.err.push_back(e->sampling->log_evidence_error);
+    row.calls.push_back(static_cast<double>(e->sampling->likelihood_calls));
+    row.seconds.push_back(e->sampling->seconds);
+    row.any_partial |= e->sampling->partial;
   }
   return row;
 }
@@ -167,7 +167,7 @@ int Mauna(const std::string& which, bool dynamic, long long max_calls, double ma
     std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
     return 1;
   }
-  const gpsel::NestedSamplingResult& r = e->sampling;
+  const gpsel::NestedSamplingResult& r = *e->sampling;
   std::printf("| Mauna Loa %s = %s (n=%d, u=%d, std y) | %s | %.4f | %.4f (%s) | nested %.4f ± %.4f, "
               "bootstrap %.4f | %lld | %lld | %d | %.1f | %s |\n",
               which.c_str(), e->kernel.c_str(), e->num_points, e->num_hyperparameters,

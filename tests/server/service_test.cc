@@ -360,7 +360,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   absl::StatusOr<EvidenceResult> local =
       ComputeEvidence(data, *ParseKernel("SE"), bridge::FromProto(request.options()));
   ASSERT_TRUE(local.ok());
-  EXPECT_EQ(done->evidence_result().log_evidence(), local->sampling.log_evidence);
+  EXPECT_EQ(done->evidence_result().log_evidence(), local->log_evidence);
 
   absl::StatusOr<v1::Job> got = client->GetJob(name);
   ASSERT_TRUE(got.ok());
