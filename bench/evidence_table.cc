@@ -22,8 +22,8 @@
 #include "core/dataset.h"
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
-#include "core/score.h"
 #include "core/linalg.h"
+#include "core/score.h"
 
 namespace {
 
@@ -84,8 +84,9 @@ void PrintRow(const Row& r, double exact) {
   double var = 0;
   for (double z : r.log_z) var += (z - mean) * (z - mean) / std::max(1, k - 1);
   std::printf("| %s | %s | %d | %.0f | %.3f (max %.3f) | %.3f | %.4f | %.4f | %.4f | %s |%s\n",
-              r.problem.c_str(), r.mode.c_str(), k, calls, secs, max_secs, cpu, mean, std::sqrt(var),
-              err, std::isnan(exact) ? "n/a" : absl::StrFormat("%.4f", max_abs).c_str(),
+              r.problem.c_str(), r.mode.c_str(), k, calls, secs, max_secs, cpu, mean,
+              std::sqrt(var), err,
+              std::isnan(exact) ? "n/a" : absl::StrFormat("%.4f", max_abs).c_str(),
               r.any_partial ? " PARTIAL" : "");
   std::fflush(stdout);
 }
@@ -122,8 +123,10 @@ int Small() {
   const gpsel::Dataset selin = SeLinData();
   const gpsel::KernelExpr se = KernelOrDie("SE");
   const gpsel::KernelExpr se_lin = KernelOrDie("SE+LIN");
-  std::printf("| problem | mode | seeds | mean calls | mean wall s (max) | mean CPU s | mean log Z | scatter (sd) | "
-              "mean reported err | max abs(log Z - exact) |\n");
+  std::printf(
+      "| problem | mode | seeds | mean calls | mean wall s (max) | mean CPU s | mean log Z | "
+      "scatter (sd) | "
+      "mean reported err | max abs(log Z - exact) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (bool dynamic : {false, true}) {
     PrintRow(RunSeeds("paper n=10, SE, raw y", paper, se, false, dynamic, 5), kPaperExact);
@@ -141,7 +144,8 @@ int Small() {
   }
   std::printf("\nScoreKernel, synthetic n=50, SE+LIN (%.3f s):", s->seconds);
   for (const auto& [name, value] : s->metrics) std::printf(" %s %.3f;", name.c_str(), value);
-  for (const auto& [name, why] : s->undefined_metrics) std::printf(" %s undefined (%s);", name.c_str(), why.c_str());
+  for (const auto& [name, why] : s->undefined_metrics)
+    std::printf(" %s undefined (%s);", name.c_str(), why.c_str());
   std::printf("\n");
   return 0;
 }
@@ -157,8 +161,8 @@ int Mauna(const std::string& which, bool dynamic, long long max_calls, double ma
   options.sampling.max_likelihood_calls = max_calls;
   options.sampling.max_seconds = max_seconds;
   int last_percent = -1;
-  absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(
-      data, k, options, [&](const gpsel::Progress& p) {
+  absl::StatusOr<gpsel::EvidenceResult> e =
+      gpsel::ComputeEvidence(data, k, options, [&](const gpsel::Progress& p) {
         const int percent = static_cast<int>(100 * p.fraction);
         if (percent != last_percent) {
           last_percent = percent;
@@ -171,14 +175,15 @@ int Mauna(const std::string& which, bool dynamic, long long max_calls, double ma
     return 1;
   }
   const gpsel::NestedSamplingResult& r = *e->sampling;
-  std::printf("| Mauna Loa %s = %s (n=%d, u=%d, std y) | %s | %.4f | %.4f (%s) | nested %.4f ± %.4f, "
-              "bootstrap %.4f | %lld | %lld | %d | %.1f | %s |\n",
-              which.c_str(), e->kernel.c_str(), e->num_points, e->num_hyperparameters,
-              dynamic ? "dynamic" : "static", r.log_evidence, r.log_evidence_error,
-              r.log_evidence_estimator.c_str(), r.log_evidence_nested, r.log_evidence_nested_error,
-              r.log_evidence_error_bootstrap, static_cast<long long>(r.likelihood_calls),
-              static_cast<long long>(r.iterations), r.num_live, r.seconds,
-              r.partial ? ("PARTIAL: " + r.partial_reason).c_str() : "complete");
+  std::printf(
+      "| Mauna Loa %s = %s (n=%d, u=%d, std y) | %s | %.4f | %.4f (%s) | nested %.4f ± %.4f, "
+      "bootstrap %.4f | %lld | %lld | %d | %.1f | %s |\n",
+      which.c_str(), e->kernel.c_str(), e->num_points, e->num_hyperparameters,
+      dynamic ? "dynamic" : "static", r.log_evidence, r.log_evidence_error,
+      r.log_evidence_estimator.c_str(), r.log_evidence_nested, r.log_evidence_nested_error,
+      r.log_evidence_error_bootstrap, static_cast<long long>(r.likelihood_calls),
+      static_cast<long long>(r.iterations), r.num_live, r.seconds,
+      r.partial ? ("PARTIAL: " + r.partial_reason).c_str() : "complete");
   std::fflush(stdout);
   return 0;
 }
@@ -210,8 +215,8 @@ int MaunaImportance(const std::string& which, int threads, double max_seconds, d
   options.importance.covariance_inflation = inflation;
   options.importance.student_t_dof = dof;
   std::string last_stage;
-  absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(
-      data, k, options, [&](const gpsel::Progress& p) {
+  absl::StatusOr<gpsel::EvidenceResult> e =
+      gpsel::ComputeEvidence(data, k, options, [&](const gpsel::Progress& p) {
         if (p.poll_only) return absl::OkStatus();
         if (p.stage != last_stage || p.stage == "importance_sampling") {
           last_stage = p.stage;
@@ -238,7 +243,8 @@ int MaunaImportance(const std::string& which, int threads, double max_seconds, d
     return it == s->metrics.end() ? std::string("—") : absl::StrFormat("%.2f", it->second);
   };
   std::printf(
-      "| %s | %d | **%.3f** ± %.3f | %.0f | %.2f | %s | %d + %d adapted | %lld + %lld | %.0f | %s | "
+      "| %s | %d | **%.3f** ± %.3f | %.0f | %.2f | %s | %d + %d adapted | %lld + %lld | %.0f | %s "
+      "| "
       "%s | %s | %s | %s |\n",
       which.c_str(), e->num_hyperparameters, e->log_evidence, e->log_evidence_error,
       r.effective_sample_size, r.pareto_k, r.reliable ? "yes" : ("no: " + r.reliability).c_str(),

@@ -471,7 +471,11 @@ EvidenceOptions FromProto(const v1::EvidenceOptions& proto) {
   if (ip.prior_share() != 0) is.prior_share = ip.prior_share();
   if (ip.student_t_dof() != 0) is.student_t_dof = ip.student_t_dof();
   if (ip.covariance_inflation() != 0) is.covariance_inflation = ip.covariance_inflation();
-  if (ip.threads() != 0) is.threads = ip.threads();
+  if (proto.threads() != 0) {
+    is.threads = proto.threads();
+    s.threads = proto.threads();
+  }
+  if (proto.runs() != 0) s.num_runs = proto.runs();
   if (ip.mode_search_restarts() != 0) options.mode_search.restarts = ip.mode_search_restarts();
   const FitSettings fit = FromProto(proto.fit());
   options.standardize = fit.standardize;
@@ -516,7 +520,8 @@ void ToProto(const EvidenceOptions& options, v1::EvidenceOptions* proto) {
   ip->set_prior_share(is.prior_share);
   ip->set_student_t_dof(is.student_t_dof);
   ip->set_covariance_inflation(is.covariance_inflation);
-  ip->set_threads(is.threads);
+  proto->set_threads(std::max(is.threads, s.threads));
+  proto->set_runs(s.num_runs);
   ip->set_mode_search_restarts(options.mode_search.restarts);
   v1::FitOptions* fit = proto->mutable_fit();
   fit->set_standardize(options.standardize);
@@ -599,6 +604,17 @@ void ToProto(const EvidenceResult& result, v1::EvidenceResult* proto) {
     proto->set_partial_reason(s.partial_reason);
     proto->set_log_evidence_nested(s.log_evidence_nested);
     proto->set_log_evidence_nested_error(s.log_evidence_nested_error);
+    proto->set_log_evidence_error_spread(s.log_evidence_error_spread);
+    for (const NestedSamplingResult::Run& run : s.runs) {
+      v1::NestedSamplingRun* r = proto->add_runs();
+      r->set_seed(run.seed);
+      r->set_log_evidence(run.log_evidence);
+      r->set_log_evidence_error(run.log_evidence_error);
+      r->set_likelihood_calls(run.likelihood_calls);
+      r->set_iterations(run.iterations);
+      r->set_partial(run.partial);
+      r->set_seconds(run.seconds);
+    }
     if (s.samples.size() > 0) {
       ToProto(s.samples, proto->mutable_samples());
       ToRepeated(s.log_weights, proto->mutable_log_weights());
@@ -682,6 +698,11 @@ EvidenceResult FromProto(const v1::EvidenceResult& proto) {
     s.seconds = proto.seconds() - (result.importance ? result.importance->seconds : 0.0);
     s.log_evidence_nested = proto.log_evidence_nested();
     s.log_evidence_nested_error = proto.log_evidence_nested_error();
+    s.log_evidence_error_spread = proto.log_evidence_error_spread();
+    for (const v1::NestedSamplingRun& r : proto.runs()) {
+      s.runs.push_back({r.seed(), r.log_evidence(), r.log_evidence_error(), r.likelihood_calls(),
+                        r.iterations(), r.partial(), r.seconds()});
+    }
     s.samples = std::move(samples);
     s.log_weights = std::move(log_weights);
     s.log_likelihoods = std::move(log_likelihoods);

@@ -505,7 +505,8 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
     v.Add("options.importance.mode_search_restarts",
           absl::StrCat("must be in [0, ", limits.max_restarts, "] (0 = default)"));
   }
-  if (is.threads() < 0) v.Add("options.importance.threads", "must not be negative");
+  if (o.threads() < 0) v.Add("options.threads", "must not be negative");
+  if (o.runs() < 0 || o.runs() > 256) v.Add("options.runs", "must be in [0, 256] (0 = 1)");
   if (request.request_id().size() > 256) v.Add("request_id", "is longer than 256 characters");
   v.AddAll(bridge::FitSettingsFromProto(o.fit(), "options.fit").status());
   CheckFitOptions(o.fit(), "options.fit", limits, /*check_fitting=*/false, v);
@@ -521,6 +522,7 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
   out.options = bridge::FromProto(o);
   out.options.importance.threads =
       std::min(out.options.importance.threads, MaxRequestThreads(limits));
+  out.options.sampling.threads = std::min(out.options.sampling.threads, MaxRequestThreads(limits));
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("options", std::string(s.message()));
   }

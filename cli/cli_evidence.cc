@@ -28,6 +28,7 @@ struct EvidenceFlags {
   bool detach = false;
   std::string method = "nested";
   int threads = 0;  // 0: one per core
+  int runs = 1;
   double target_error = ImportanceSamplingOptions{}.target_error;
   int64_t max_samples = ImportanceSamplingOptions{}.max_samples;
   bool restarts_given = false;  // --restarts given: the mode search's prior-draw starts
@@ -54,6 +55,8 @@ int RunEvidence(const EvidenceFlags& flags) {
   options.importance.max_seconds = flags.max_seconds;
   options.importance.return_samples = flags.samples;
   if (flags.restarts_given) options.mode_search.restarts = flags.fit.restarts;
+  options.sampling.threads = options.importance.threads;
+  options.sampling.num_runs = flags.runs;
   options.sampling.dlogz = flags.dlogz;
   options.sampling.num_live = flags.nlive;
   options.sampling.dynamic = flags.dynamic;
@@ -130,6 +133,15 @@ int RunEvidence(const EvidenceFlags& flags) {
           s.log_evidence, s.log_evidence_error, s.log_evidence_error_bootstrap,
           s.partial ? "  [PARTIAL: " + s.partial_reason + "]" : "", s.likelihood_calls,
           s.iterations, s.effective_sample_size, s.seconds);
+      if (s.runs.size() > 1) {
+        std::cout << absl::StrFormat("  %d runs merged; error from their spread ± %.4f\n",
+                                     static_cast<int>(s.runs.size()), s.log_evidence_error_spread);
+        for (const NestedSamplingResult::Run& run : s.runs) {
+          std::cout << absl::StrFormat("    seed %d: %.4f ± %.4f, %d calls%s\n", run.seed,
+                                       run.log_evidence, run.log_evidence_error,
+                                       run.likelihood_calls, run.partial ? " [PARTIAL]" : "");
+        }
+      }
     }
   }
   return kExitOk;
@@ -156,8 +168,12 @@ CommandRunner SetupEvidence(CLI::App& sub) {
                  "diagnostics pass, else nested)")
       ->capture_default_str();
   sub.add_option("--threads", flags->threads,
-                 "importance sampling: mode search and likelihoods on N threads (default 0 = "
-                 "one per core; the result does not depend on N)");
+                 "threads: importance sampling's mode search and likelihoods, or the nested-"
+                 "sampling runs (default 0 = one per core; the result does not depend on N)");
+  sub.add_option("--runs", flags->runs,
+                 "nested sampling: K independent runs, merged (error about sqrt(K) smaller; "
+                 "their spread is reported too)")
+      ->capture_default_str();
   sub.add_option("--target-error", flags->target_error,
                  "importance sampling: stop at this standard error of log Z (nats)")
       ->capture_default_str();

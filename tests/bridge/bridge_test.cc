@@ -157,6 +157,8 @@ TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
   options.importance.student_t_dof = 3;
   options.importance.covariance_inflation = 1.7;
   options.importance.threads = 2;
+  options.sampling.threads = 2;
+  options.sampling.num_runs = 3;
   options.mode_search.restarts = 12;
   const v1::SubmitEvidenceRequest request =
       bridge::SubmitEvidenceRequestOf(Example(), Kernel("SE"), options);
@@ -170,6 +172,8 @@ TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
   EXPECT_EQ(back.importance.student_t_dof, 3);
   EXPECT_EQ(back.importance.covariance_inflation, 1.7);
   EXPECT_EQ(back.importance.threads, 2);
+  EXPECT_EQ(back.sampling.threads, 2);
+  EXPECT_EQ(back.sampling.num_runs, 3);
   EXPECT_EQ(back.mode_search.restarts, 12);
   // One seed, one time cap and one samples flag for both methods.
   EXPECT_EQ(back.importance.seed, 9u);
@@ -259,6 +263,16 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   absl::StatusOr<EvidenceResult> evidence = ComputeEvidence(data, Kernel("SE"), evidence_options);
   ASSERT_TRUE(evidence.ok());
   ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*evidence);
+  evidence_options.sampling.num_runs = 3;
+  absl::StatusOr<EvidenceResult> three_runs =
+      ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(three_runs.ok()) << three_runs.status();
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*three_runs);
+  v1::EvidenceResult three_message;
+  bridge::ToProto(*three_runs, &three_message);
+  EXPECT_EQ(three_message.runs_size(), 3);
+  EXPECT_GT(three_message.log_evidence_error_spread(), 0.0);
+  evidence_options.sampling.num_runs = 1;
   // Importance sampling, and auto falling back to nested sampling (both results present).
   evidence_options.method = EvidenceMethod::kImportance;
   evidence_options.importance.return_samples = true;

@@ -157,6 +157,64 @@ TEST(NestedSamplingTest, ErrorIsHonestOverFiftySeeds) {
   EXPECT_LE(reported_rms, 1.0);
 }
 
+// K independent runs: one run is today's run; K = 4 merges into an estimate about √K = 2 times
+// more precise, whose spread error agrees with the propagated one; the result depends on the
+// seed and K only (threads, and merging the runs made one by one, give the same bits).
+TEST(NestedSamplingRunsTest, OneRunIsTheSingleRunAndFourRunsHalveTheError) {
+  const EvidenceProblem p = IsotropicProblem(3, 0.2, 0.4);
+  NestedSamplingOptions options;
+  options.seed = 77;
+  options.return_samples = true;
+  const NestedSamplingResult single = RunProblem(p, options);
+  ASSERT_EQ(single.runs.size(), 1u);
+  EXPECT_EQ(single.runs.front().seed, 77u);
+  EXPECT_EQ(single.log_evidence_error_spread, 0.0);
+  absl::StatusOr<NestedSamplingResult> merged_one = MergeNestedSamplingRuns({single});
+  ASSERT_TRUE(merged_one.ok());
+  EXPECT_EQ(merged_one->log_evidence, single.log_evidence);
+  EXPECT_TRUE(merged_one->samples == single.samples);
+
+  options.num_runs = 4;
+  const NestedSamplingResult four = RunProblem(p, options);
+  SCOPED_TRACE(four.Summary());
+  ASSERT_EQ(four.runs.size(), 4u);
+  EXPECT_EQ(four.runs.front().seed, 77u);  // run 0 is the single run
+  EXPECT_EQ(four.runs.front().log_evidence, single.log_evidence);
+  EXPECT_NEAR(four.log_evidence, p.log_z, 3 * four.log_evidence_error);
+  EXPECT_GT(four.log_evidence_error, 0.35 * single.log_evidence_error);
+  EXPECT_LT(four.log_evidence_error, 0.7 * single.log_evidence_error);
+  EXPECT_GT(four.log_evidence_error_spread, 0.0);
+  EXPECT_LT(four.log_evidence_error_spread, 4 * four.log_evidence_error);
+  int64_t calls = 0;
+  for (const NestedSamplingResult::Run& run : four.runs) calls += run.likelihood_calls;
+  EXPECT_EQ(four.likelihood_calls, calls);
+  // Pooled samples: the posterior weights of all runs, normalised together.
+  EXPECT_EQ(four.samples.rows(), four.iterations);
+  EXPECT_NEAR(four.log_weights.array().exp().sum(), 1.0, 1e-9);
+
+  options.threads = 3;
+  const NestedSamplingResult threaded = RunProblem(p, options);
+  EXPECT_EQ(threaded.log_evidence, four.log_evidence);
+  EXPECT_EQ(threaded.log_evidence_error, four.log_evidence_error);
+  EXPECT_TRUE(threaded.samples == four.samples);
+
+  // The runs made one at a time (in reverse order, as other workers might finish them) and
+  // merged give the same result.
+  std::vector<NestedSamplingResult> separately;
+  for (int run = 3; run >= 0; --run) {
+    NestedSamplingOptions one = options;
+    one.num_runs = 1;
+    one.seed = NestedSamplingRunSeed(options.seed, run);
+    separately.push_back(RunProblem(p, one));
+  }
+  absl::StatusOr<NestedSamplingResult> merged = MergeNestedSamplingRuns(separately);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(merged->log_evidence, four.log_evidence);
+  EXPECT_EQ(merged->log_evidence_error_spread, four.log_evidence_error_spread);
+  EXPECT_TRUE(merged->samples == four.samples);
+  EXPECT_FALSE(MergeNestedSamplingRuns({}).ok());
+}
+
 TEST(NestedSamplingTest, ShiftedScaledPriorAndCorrelatedLikelihood) {
   Eigen::MatrixXd cov(3, 3);
   cov << 0.04, 0.035, 0.02, 0.035, 0.04, 0.03, 0.02, 0.03, 0.09;
@@ -394,6 +452,8 @@ TEST(NestedSamplingTest, RejectsInvalidInputNamingTheField) {
       {[](NestedSamplingOptions* o) { o->dlogz = std::nan(""); }, "dlogz"},
       {[](NestedSamplingOptions* o) { o->dynamic_target_error = -1; }, "dynamic_target_error"},
       {[](NestedSamplingOptions* o) { o->dynamic_posterior_weight = 2; }, "dynamic_posterior_weight"},
+      {[](NestedSamplingOptions* o) { o->num_runs = 0; }, "num_runs"},
+      {[](NestedSamplingOptions* o) { o->threads = 0; }, "threads"},
       {[](NestedSamplingOptions* o) { o->max_likelihood_calls = 0; }, "max_likelihood_calls"},
       {[](NestedSamplingOptions* o) { o->max_seconds = -1; }, "max_seconds"},
       {[](NestedSamplingOptions* o) { o->max_seconds = kInf; }, "max_seconds"},

@@ -272,7 +272,8 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   importance->set_covariance_inflation(std::numeric_limits<double>::quiet_NaN());
   importance->set_max_samples(-1);
   importance->set_mode_search_restarts(100000);
-  importance->set_threads(-2);
+  evidence.mutable_options()->set_threads(-2);
+  evidence.mutable_options()->set_runs(1000);
   EXPECT_THAT(bridge::FieldViolations(client->SubmitEvidence(evidence).status()),
               ::testing::UnorderedElementsAre(
                   Pair("options.method", ::testing::_),
@@ -282,7 +283,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
                   Pair("options.importance.covariance_inflation", ::testing::_),
                   Pair("options.importance.max_samples", ::testing::_),
                   Pair("options.importance.mode_search_restarts", ::testing::_),
-                  Pair("options.importance.threads", ::testing::_)));
+                  Pair("options.threads", ::testing::_), Pair("options.runs", ::testing::_)));
   v1::PredictRequest predict;
   *predict.mutable_dataset() = base().dataset();
   predict.set_kernel("SE");
