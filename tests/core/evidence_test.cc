@@ -150,16 +150,23 @@ double ConvergedOracle(const GpModel& model, double tol = 1e-3, int m = 151) {
   return b;
 }
 
+// ComputeEvidence with both methods' seeds set to `seed`.
+EvidenceResult EvidenceWith(const Dataset& data, const KernelExpr& kernel, EvidenceOptions options,
+                            uint64_t seed) {
+  options.sampling.seed = seed;
+  options.importance.seed = seed;
+  absl::StatusOr<EvidenceResult> e = ComputeEvidence(data, kernel, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : EvidenceResult{};
+}
+
 EvidenceResult Evidence(const Dataset& data, const KernelExpr& kernel, bool standardize,
                         bool dynamic, uint64_t seed, const HyperparameterSettings& settings = {}) {
   EvidenceOptions options;
   options.standardize = standardize;
   options.sampling.dynamic = dynamic;
-  options.sampling.seed = seed;
   options.hyperparameters = settings;
-  absl::StatusOr<EvidenceResult> e = ComputeEvidence(data, kernel, options);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? *e : EvidenceResult{};
+  return EvidenceWith(data, kernel, options, seed);
 }
 
 // Within 0.05 nats of the exact value and within 2 reported standard errors.
@@ -311,12 +318,8 @@ EvidenceResult ImportanceEvidence(const Dataset& data, const KernelExpr& kernel,
   EvidenceOptions options;
   options.method = method;
   options.standardize = standardize;
-  options.importance.seed = seed;
-  options.sampling.seed = seed;
   options.hyperparameters = settings;
-  absl::StatusOr<EvidenceResult> e = ComputeEvidence(data, kernel, options);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? *e : EvidenceResult{};
+  return EvidenceWith(data, kernel, options, seed);
 }
 
 void ExpectImportanceMatchesOracle(const EvidenceResult& e, double exact) {
