@@ -42,8 +42,8 @@ struct Summand {
       const bool stationary = f.base == BaseKernel::kSE || f.base == BaseKernel::kMAT12 ||
                               f.base == BaseKernel::kMAT32 || f.base == BaseKernel::kMAT52 ||
                               f.base == BaseKernel::kRQ;
-      if (stationary && (best == nullptr ||
-                         f.values.at("lengthscale") < best->values.at("lengthscale"))) {
+      if (stationary &&
+          (best == nullptr || f.values.at("lengthscale") < best->values.at("lengthscale"))) {
         best = &f;
       }
     }
@@ -67,10 +67,10 @@ struct NamedPeriod {
   const char* word;
 };
 constexpr NamedPeriod kNamedPeriods[] = {
-    {"years", 1.0, "yearly"},   {"year", 1.0, "yearly"},     {"yr", 1.0, "yearly"},
-    {"months", 12.0, "yearly"}, {"month", 12.0, "yearly"},   {"days", 365.25, "yearly"},
-    {"day", 365.25, "yearly"},  {"days", 7.0, "weekly"},     {"day", 7.0, "weekly"},
-    {"hours", 24.0, "daily"},   {"hour", 24.0, "daily"},     {"weeks", 52.18, "yearly"},
+    {"years", 1.0, "yearly"},      {"year", 1.0, "yearly"},     {"yr", 1.0, "yearly"},
+    {"months", 12.0, "yearly"},    {"month", 12.0, "yearly"},   {"days", 365.25, "yearly"},
+    {"day", 365.25, "yearly"},     {"days", 7.0, "weekly"},     {"day", 7.0, "weekly"},
+    {"hours", 24.0, "daily"},      {"hour", 24.0, "daily"},     {"weeks", 52.18, "yearly"},
     {"seconds", 86400.0, "daily"}, {"minutes", 1440.0, "daily"}};
 
 // How smooth a stationary base kernel's paths are (ABCD: SE "smooth", Matérn ν = ½ "rough").
@@ -89,20 +89,29 @@ std::string Smoothness(BaseKernel base) {
   }
 }
 
+// A stationary summand varying over a fifth of the data's span or more: a trend.
+bool IsTrend(const Summand& s, const Units& u) {
+  const Factor* f = s.ShortestStationary();
+  return f != nullptr && u.x_range > 0 && f->values.at("lengthscale") >= u.x_range / 5;
+}
+
 // ---- the rule table ------------------------------------------------------------------------
 // A summand's description is its noun (the first matching noun rule) followed by every matching
 // modifier, in table order, joined with spaces. `x_range` tells a trend (varying over a fifth of
 // the data's span or more) from shorter-term variation.
 struct Rule {
   const char* name;  // for tests and the docs
-  std::function<bool(const Summand&)> applies;
+  // Nouns: where the component goes in the sentence, lowest first (trends, then periodic
+  // components, then shorter variations, then offsets; ABCD leads with the trend too).
+  int order;
+  std::function<bool(const Summand&, const Units&)> applies;
   std::function<std::string(const Summand&, const Units&)> words;
 };
 
 const std::vector<Rule>& NounRules() {
   static const std::vector<Rule> rules = {
       {"periodic",  // PER anywhere: a repeating pattern
-       [](const Summand& s) { return s.Count(BaseKernel::kPER) > 0; },
+       2, [](const Summand& s, const Units&) { return s.Count(BaseKernel::kPER) > 0; },
        [](const Summand& s, const Units& u) {
          const double period = s.First(BaseKernel::kPER)->values.at("period");
          const std::string unit = absl::AsciiStrToLower(u.x);
@@ -113,17 +122,22 @@ const std::vector<Rule>& NounRules() {
          }
          return absl::StrCat("a periodic component with period ", XLength(period, u));
        }},
-      {"stationary",  // SE, Matérn, RQ: a trend when its lengthscale spans much of the data
-       [](const Summand& s) { return s.ShortestStationary() != nullptr; },
+      {"trend",  // SE, Matérn, RQ whose lengthscale spans a fifth of the data or more
+       0, [](const Summand& s, const Units& u) { return IsTrend(s, u); },
        [](const Summand& s, const Units& u) {
          const Factor& f = *s.ShortestStationary();
-         const double lengthscale = f.values.at("lengthscale");
-         const bool trend = u.x_range > 0 && lengthscale >= u.x_range / 5;
-         return absl::StrCat("a ", Smoothness(f.base), trend ? " trend" : " variation",
-                             " varying over ", XLength(lengthscale, u));
+         return absl::StrCat("a ", Smoothness(f.base), " trend varying over ",
+                             XLength(f.values.at("lengthscale"), u));
+       }},
+      {"variation",  // SE, Matérn, RQ with a shorter lengthscale
+       3, [](const Summand& s, const Units&) { return s.ShortestStationary() != nullptr; },
+       [](const Summand& s, const Units& u) {
+         const Factor& f = *s.ShortestStationary();
+         return absl::StrCat(Smoothness(f.base), " variations on a scale of ",
+                             XLength(f.values.at("lengthscale"), u));
        }},
       {"polynomial",  // LIN alone, or LIN × LIN × ...: a polynomial of that degree
-       [](const Summand& s) { return s.Count(BaseKernel::kLIN) > 0; },
+       1, [](const Summand& s, const Units&) { return s.Count(BaseKernel::kLIN) > 0; },
        [](const Summand& s, const Units&) -> std::string {
          const int degree = s.Count(BaseKernel::kLIN);
          if (degree == 1) return "a linear trend";
@@ -131,7 +145,7 @@ const std::vector<Rule>& NounRules() {
          return absl::StrCat("a polynomial trend of degree ", degree);
        }},
       {"constant",  // C alone: an offset
-       [](const Summand&) { return true; },
+       4, [](const Summand&, const Units&) { return true; },
        [](const Summand&, const Units&) -> std::string { return "a constant offset"; }},
   };
   return rules;
@@ -140,7 +154,8 @@ const std::vector<Rule>& NounRules() {
 const std::vector<Rule>& ModifierRules() {
   static const std::vector<Rule> rules = {
       {"drifting shape",  // PER × stationary: the periodic shape changes over that lengthscale
-       [](const Summand& s) {
+       0,
+       [](const Summand& s, const Units&) {
          return s.Count(BaseKernel::kPER) > 0 && s.ShortestStationary() != nullptr;
        },
        [](const Summand& s, const Units& u) {
@@ -148,12 +163,14 @@ const std::vector<Rule>& ModifierRules() {
                              XLength(s.ShortestStationary()->values.at("lengthscale"), u));
        }},
       {"exact repetition",  // PER alone: the same shape every period
-       [](const Summand& s) {
+       0,
+       [](const Summand& s, const Units&) {
          return s.Count(BaseKernel::kPER) > 0 && s.ShortestStationary() == nullptr;
        },
-       [](const Summand&, const Units&) -> std::string { return "repeating exactly"; }},
+       [](const Summand&, const Units&) -> std::string { return "that repeats exactly"; }},
       {"growing amplitude",  // LIN × (PER or stationary): amplitude ∝ |x|^degree
-       [](const Summand& s) {
+       0,
+       [](const Summand& s, const Units&) {
          return s.Count(BaseKernel::kLIN) > 0 &&
                 (s.Count(BaseKernel::kPER) > 0 || s.ShortestStationary() != nullptr);
        },
@@ -175,6 +192,21 @@ void CollectLeaves(const KernelExpr& expr, std::vector<const KernelExpr*>* out) 
 }
 
 }  // namespace
+
+std::string UnitFromColumnName(const std::string& name) {
+  static constexpr const char* kTimeUnits[] = {"year", "month",  "week",  "day",
+                                               "hour", "minute", "second"};
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (const char* unit : kTimeUnits) {
+    // The whole name, its plural, or the unit in parentheses ("time (days)").
+    const std::string singular = unit, plural = absl::StrCat(unit, "s");
+    if (lower == singular || lower == plural ||
+        lower.find(absl::StrCat("(", singular)) != std::string::npos) {
+      return plural;
+    }
+  }
+  return "";
+}
 
 std::string About(double value) {
   if (value == 0) return "0";
@@ -206,7 +238,8 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
   const std::vector<KernelExpr> parts =
       kernel.kind == KernelExpr::Kind::kSum ? kernel.operands : std::vector<KernelExpr>{kernel};
   KernelDescription out;
-  size_t next_name = 0;  // names follow the canonical leaf order (core/hyperparameters.h)
+  std::vector<int> orders;  // sentence position of each component (Rule::order)
+  size_t next_name = 0;     // names follow the canonical leaf order (core/hyperparameters.h)
   for (const KernelExpr& part : parts) {
     std::vector<const KernelExpr*> leaves;
     CollectLeaves(part, &leaves);
@@ -222,14 +255,17 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
       summand.factors.push_back(std::move(factor));
     }
     std::vector<std::string> words;
+    int order = 0;
     for (const Rule& rule : NounRules()) {
-      if (rule.applies(summand)) {
+      if (rule.applies(summand, units)) {
         words.push_back(rule.words(summand, units));
+        order = rule.order;
         break;
       }
     }
+    orders.push_back(order);
     for (const Rule& rule : ModifierRules()) {
-      if (rule.applies(summand)) words.push_back(rule.words(summand, units));
+      if (rule.applies(summand, units)) words.push_back(rule.words(summand, units));
     }
     out.components.push_back(ComponentDescription{ToString(part), absl::StrJoin(words, " ")});
   }
@@ -237,8 +273,12 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
   if (!noise.ok()) return noise.status();
   const double scale = standardization.applied ? standardization.scale : 1.0;
   out.noise = absl::StrCat("noise of sd ", WithUnit(std::sqrt(*noise) * scale, units.y));
+  std::vector<size_t> sentence(out.components.size());
+  for (size_t i = 0; i < sentence.size(); ++i) sentence[i] = i;
+  std::stable_sort(sentence.begin(), sentence.end(),
+                   [&orders](size_t a, size_t b) { return orders[a] < orders[b]; });
   std::vector<std::string> all;
-  for (const ComponentDescription& c : out.components) all.push_back(c.text);
+  for (size_t i : sentence) all.push_back(out.components[i].text);
   all.push_back(out.noise);
   out.text = absl::StrJoin(all, ", plus ");
   return out;

@@ -36,7 +36,9 @@ struct ComponentDescription {
 struct KernelDescription {
   std::vector<ComponentDescription> components;  // canonical summand order
   std::string noise;                             // e.g. "noise of sd 0.3 ppm"
-  std::string text;                              // all of it, joined with ", plus "
+  // All of it joined with ", plus ": trends first, then periodic components, shorter-term
+  // variations and offsets, the noise last.
+  std::string text;
 };
 
 // `values`: natural values by parameter name, as FitResult::values (user units of x); a value
@@ -46,6 +48,10 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
                                                  const std::map<std::string, double>& values,
                                                  const Standardization& standardization,
                                                  const Units& units);
+
+// The unit a column name implies when it names a time unit ("year", "Years", "month", "day",
+// "hours", "time (days)" ...): the plural ("years"); empty otherwise.
+std::string UnitFromColumnName(const std::string& name);
 
 // "11", "0.29", "4.1", "1.2e+04": two significant digits, no trailing zeros.
 std::string About(double value);

@@ -3,6 +3,8 @@
 // plend1), once per device.
 #include "report/plot.h"
 
+#include <plplot/plplot.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -10,8 +12,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <plplot/plplot.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -95,13 +95,12 @@ void DrawLegend(const Panel& panel, Palette& palette, double text_scale) {
   const int background = palette.Add(Rgb{255, 255, 255}, 0.85);
   PLFLT width = 0, height = 0;
   pllegend(&width, &height, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-           PL_POSITION_TOP | (panel.legend_right ? PL_POSITION_RIGHT : PL_POSITION_LEFT) |
-               PL_POSITION_INSIDE,
+           (panel.legend_bottom ? PL_POSITION_BOTTOM : PL_POSITION_TOP) |
+               (panel.legend_right ? PL_POSITION_RIGHT : PL_POSITION_LEFT) | PL_POSITION_INSIDE,
            0.01, 0.02, 0.06, background, 2, 1, 0, 0, n, opts.data(), 0.8, text_scale * 0.85, 1.6,
            0.0, text_colors.data(), text_ptrs.data(), colors.data(), patterns.data(),
-           box_scales.data(), box_widths.data(), colors.data(), styles.data(),
-           line_widths.data(), colors.data(), symbol_scales.data(), symbol_numbers.data(),
-           symbol_ptrs.data());
+           box_scales.data(), box_widths.data(), colors.data(), styles.data(), line_widths.data(),
+           colors.data(), symbol_scales.data(), symbol_numbers.data(), symbol_ptrs.data());
 }
 
 void DrawSeries(const Series& s, Palette& palette, double text_scale) {
@@ -138,8 +137,8 @@ void DrawSeries(const Series& s, Palette& palette, double text_scale) {
       break;
     }
     case Series::Kind::kErrorBars: {
-      std::vector<PLFLT> low(s.y_low.begin(), s.y_low.end()), high(s.y_high.begin(),
-                                                                   s.y_high.end());
+      std::vector<PLFLT> low(s.y_low.begin(), s.y_low.end()),
+          high(s.y_high.begin(), s.y_high.end());
       plerry(n, x.data(), low.data(), high.data());
       break;
     }
@@ -152,21 +151,21 @@ void DrawPanel(const Panel& panel, double top, double bottom, const FigureSpec& 
                Palette& palette, double text_scale) {
   // Margins in pixels of the page, as fractions of it: room for tick labels and axis titles.
   const double left = 78.0 / figure.width, right = 1.0 - 22.0 / figure.width;
-  const double lower = bottom + 46.0 / figure.height;
+  const double lower = bottom + 60.0 / figure.height;
   const double upper = top - (panel.title.empty() ? 12.0 : 30.0) / figure.height;
   plvpor(left, right, std::min(lower, upper - 0.02), upper);
   plwind(panel.x_min, panel.x_max, panel.y_min, panel.y_max);
   plcol0(2);
   plwidth(0.5);
   const std::string y_grid = panel.log_y ? "gl" : "g";
-  plbox(panel.x_categories.empty() ? "g" : "", 0, 0, y_grid.c_str(), 0, 0);
+  plbox(panel.x_categories.empty() ? "g" : "", panel.x_tick, 0, y_grid.c_str(), 0, 0);
   plwidth(1.0);
   for (const Series& s : panel.series) DrawSeries(s, palette, text_scale);
   plcol0(1);
   plschr(0, text_scale * 0.9);
   const std::string y_opt = panel.log_y ? "bcnstvl" : "bcnstv";
   if (panel.x_categories.empty()) {
-    plbox("bcnst", 0, 0, y_opt.c_str(), 0, 0);
+    plbox("bcnst", panel.x_tick, 0, y_opt.c_str(), 0, 0);
   } else {
     plbox("bc", 0, 0, y_opt.c_str(), 0, 0);
     const double span = panel.x_max - panel.x_min;
@@ -225,8 +224,8 @@ absl::Status DrawTo(const FigureSpec& figure, const std::string& device, const s
 }  // namespace
 
 Rgb SeriesColor(int i) {
-  static constexpr Rgb kCycle[] = {kBlue, kVermilion, kGreen, kOrange, kPurple, kSky, kGrey,
-                                   kYellow};
+  static constexpr Rgb kCycle[] = {kBlue,   kVermilion, kGreen, kOrange,
+                                   kPurple, kSky,       kGrey,  kYellow};
   return kCycle[((i % 8) + 8) % 8];
 }
 

@@ -43,10 +43,10 @@ struct Series {
   std::string label;  // legend entry; empty: not in the legend
   Rgb color = kBlack;
   double alpha = 1.0;
-  double width = 1.5;          // line width
+  double width = 1.5;  // line width
   bool dashed = false;
-  std::string marker = "•";    // kPoints
-  double marker_scale = 1.0;   // kPoints, relative to the text size
+  std::string marker = "•";   // kPoints
+  double marker_scale = 1.0;  // kPoints, relative to the text size
   std::vector<double> x, y, y_low, y_high;
 };
 
@@ -64,13 +64,15 @@ struct Panel {
   std::string x_label, y_label;  // with units
   double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
   bool log_y = false;  // y values are log10 of the quantity; ticks read 10^k
+  double x_tick = 0;   // interval of the major x ticks; 0 = PLplot's choice
   // Categorical x: label i at x = i + 1 instead of numeric ticks.
   std::vector<std::string> x_categories;
   std::vector<Series> series;
   std::vector<Note> notes;
   bool legend = true;
-  bool legend_right = false;  // legend in the upper right instead of the upper left
-  double height_weight = 1.0; // share of the figure's height
+  bool legend_right = false;   // legend on the right instead of the left ...
+  bool legend_bottom = false;  // ... and at the bottom instead of the top
+  double height_weight = 1.0;  // share of the figure's height
 };
 
 struct FigureSpec {

@@ -30,7 +30,7 @@ std::vector<double> ToStd(const Eigen::VectorXd& v) { return {v.data(), v.data()
 // The display names of the paper's metrics (figure "metrics" and the HTML table).
 const std::vector<std::pair<std::string, std::string>>& MetricLabels() {
   static const std::vector<std::pair<std::string, std::string>> labels = {
-      {"mll", "MLL"}, {"map", "MAP"},   {"aic", "AIC"},       {"bic", "BIC"},
+      {"mll", "MLL"}, {"map", "MAP"},   {"aic", "AIC"},        {"bic", "BIC"},
       {"lap", "Lap"}, {"lap0", "Lap0"}, {"lap_aic", "LapAIC"}, {"lap_bic", "LapBIC"}};
   return labels;
 }
@@ -119,7 +119,8 @@ FigureSpec ComponentsFigure(const ReportInputs& in, const KernelDescription& wor
   fig.id = "components";
   fig.title = "Components of the additive kernel";
   fig.caption =
-      "The posterior of each summand f_k of the kernel given all the data: mean K_k(x*,X)(K+σ²I)⁻¹y "
+      "The posterior of each summand f_k of the kernel given all the data: mean "
+      "K_k(x*,X)(K+σ²I)⁻¹y "
       "and ±2 sd, on y's scale without its mean (the components plus the mean of y add up to the "
       "fit).";
   const std::vector<double> x = ToStd(in.grid.col(0));
@@ -160,7 +161,7 @@ FigureSpec SearchFigure(const ReportInputs& in) {
       "Stopped: ",
       search.stop_reason.empty() ? "at the depth limit" : search.stop_reason, ".");
   Panel panel;
-  panel.x_label = "search step (number of base kernels added)";
+  panel.x_label = "search step (= base kernels in the candidate)";
   panel.y_label = absl::StrCat(search.metric, " (log-evidence scale)");
   std::vector<double> cx, cy, px, py;
   for (const SearchStep& step : search.steps) {
@@ -174,8 +175,8 @@ FigureSpec SearchFigure(const ReportInputs& in) {
     for (size_t i = 0; i < ok.size(); ++i) {
       // Spread a step's candidates a little sideways (by rank) so that close scores stay
       // apart.
-      const double spread = ok.size() > 1 ? 0.3 * (static_cast<double>(i) / (ok.size() - 1) - 0.5)
-                                          : 0.0;
+      const double spread =
+          ok.size() > 1 ? 0.3 * (static_cast<double>(i) / (ok.size() - 1) - 0.5) : 0.0;
       cx.push_back(step.depth + spread);
       cy.push_back(ok[i]->score);
     }
@@ -196,11 +197,24 @@ FigureSpec SearchFigure(const ReportInputs& in) {
   }
   panel.series.push_back(Points("candidate", kGrey, cx, cy, "•", 0.8));
   panel.series.push_back(Line("path taken", kVermilion, px, py, 2.0));
-  panel.series.push_back(Points("kept", kVermilion, px, py, "•", 1.3));
+  panel.series.push_back(Points("kept after the step", kVermilion, px, py, "•", 1.3));
+  // The kernel the search returned, starred.
+  double best_depth = 0;
+  for (const SearchStep& step : search.steps) {
+    for (const CandidateRecord& c : step.candidates) {
+      if (c.ok && c.kernel == search.best.kernel && best_depth == 0) best_depth = step.depth;
+    }
+  }
+  if (best_depth > 0) {
+    panel.series.push_back(
+        Points("chosen", kVermilion, {best_depth}, {search.best_score}, "★", 2.0));
+  }
   FitRanges(panel, 0.06);
   panel.x_min = 0.5;
   panel.x_max = static_cast<double>(search.steps.size()) + 0.9;
-  panel.legend_right = false;
+  panel.x_tick = 1;
+  panel.legend_right = true;
+  panel.legend_bottom = true;
   fig.panels.push_back(std::move(panel));
   return fig;
 }
@@ -217,7 +231,6 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
       "its standard error, where one was computed.";
   Panel panel;
   panel.y_label = "log-evidence scale (nats)";
-  panel.x_label = "metric";
   std::vector<std::string> keys;
   for (const auto& [key, label] : MetricLabels()) {
     keys.push_back(key);
@@ -292,9 +305,9 @@ absl::StatusOr<std::pair<int, int>> LaplacePair(const ReportInputs& in) {
     const int a = index_of(in.pair[0]), b = index_of(in.pair[1]);
     for (int i : {0, 1}) {
       if ((i == 0 ? a : b) >= static_cast<int>(names.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pair: '", in.pair[i], "' is not a free parameter of ", in.chosen.kernel,
-            " (free: ", absl::StrJoin(names, ", "), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pair: '", in.pair[i], "' is not a free parameter of ", in.chosen.kernel,
+                         " (free: ", absl::StrJoin(names, ", "), ")"));
       }
     }
     if (a == b) return absl::InvalidArgumentError("pair: give two different parameters");
@@ -326,8 +339,7 @@ absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
     for (size_t i = 0; i < ev.parameter_names.size(); ++i) {
       if (ev.parameter_names[i] == name) return static_cast<int>(i);
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("evidence: has no samples of '", name, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("evidence: has no samples of '", name, "'"));
   };
   absl::StatusOr<int> ca = column_of(name_a), cb = column_of(name_b);
   if (!ca.ok()) return ca.status();
@@ -436,7 +448,8 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
     const int u = static_cast<int>(lap.eigenvalues.size());
     const int n = in.chosen.num_points;
     const std::vector<std::pair<std::string, double>> floors = {
-        {"Lap0 floor 2π", 0.0}, {"LapAIC floor 2πe²", -1.0},
+        {"Lap0 floor 2π", 0.0},
+        {"LapAIC floor 2πe²", -1.0},
         {"LapBIC floor 2πn²", -std::log(static_cast<double>(std::max(n, 1)))}};
     std::vector<double> ex, ey;
     double lowest = INFINITY;
@@ -452,7 +465,7 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
     int f = 0;
     for (const auto& [label, rr] : floors) {
       const double level = std::log10(LaplaceEigenvalueFloor(rr));
-      Series line = Line(label, SeriesColor(f + 1), {0.5, u + 0.5}, {level, level}, 1.4);
+      Series line = Line(label, SeriesColor(f + 1), {0.5, 1.3 * u + 0.5}, {level, level}, 1.4);
       line.dashed = true;
       bottom.series.push_back(line);
       ++f;
@@ -485,6 +498,7 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
     FitRanges(bottom, 0.05);
     bottom.x_min = 0.5;
     bottom.x_max = u + 0.5 + 0.3 * u;
+    bottom.x_tick = u > 12 ? 0 : 1;
     bottom.y_max += 0.3 * (bottom.y_max - bottom.y_min);
     bottom.legend_right = true;
   } else {
@@ -497,7 +511,7 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
 // The SVG element of a PLplot SVG file, for inline use: the XML prolog and DOCTYPE dropped, the
 // size made relative (the viewBox keeps the proportions), and its ids made unique per figure so
 // that several inline SVGs' clip paths do not collide.
-std::string InlineSvg(const std::string& svg, const std::string& id) {
+std::string InlineSvg(const std::string& svg, const std::string& id, int width) {
   std::string out = svg.substr(std::min(svg.find("<svg"), svg.size()));
   const size_t tag_end = out.find('>');
   if (tag_end != std::string::npos) {
@@ -508,11 +522,12 @@ std::string InlineSvg(const std::string& svg, const std::string& id) {
       const size_t value_end = tag.find('"', at + std::string(attribute).size());
       tag.erase(at, value_end + 1 - at);
     }
-    tag += absl::StrCat(" width=\"100%\" role=\"img\" aria-label=\"figure ", id, "\"");
+    tag += absl::StrCat(" width=\"100%\" style=\"max-width: ", width, "px\" role=\"img\" ",
+                        "aria-label=\"figure ", id, "\"");
     out = tag + out.substr(tag_end);
   }
-  return absl::StrReplaceAll(out, {{"id=\"", absl::StrCat("id=\"", id, "-")},
-                                   {"url(#", absl::StrCat("url(#", id, "-")}});
+  return absl::StrReplaceAll(
+      out, {{"id=\"", absl::StrCat("id=\"", id, "-")}, {"url(#", absl::StrCat("url(#", id, "-")}});
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -622,7 +637,8 @@ absl::Status ReportOptions::Validate() const {
 }
 
 std::string ReportResult::Summary() const {
-  std::string out = absl::StrCat("report ", html_path, "\n  ", description.text, "\n");
+  std::string out = absl::StrCat("report ", html_path, "\nchosen kernel ", chosen_kernel, ": ",
+                                 description.text, "\n");
   for (const FigureSummary& f : figures) {
     absl::StrAppend(&out, "  ", f.id, ": ", f.svg_path, ", ", f.png_path, "\n");
   }
@@ -650,9 +666,9 @@ absl::StatusOr<std::vector<FigureSpec>> BuildFigures(const ReportInputs& in,
   const int n = in.data.num_points();
   if (n == 0) return absl::InvalidArgumentError("data: no points");
   if (in.on_data.prediction.mean.size() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("on_data: has ", in.on_data.prediction.mean.size(),
-                     " predictions for ", n, " data points"));
+    return absl::InvalidArgumentError(absl::StrCat("on_data: has ",
+                                                   in.on_data.prediction.mean.size(),
+                                                   " predictions for ", n, " data points"));
   }
   if (in.chosen.kernel.empty()) return absl::InvalidArgumentError("chosen: no kernel");
   std::vector<FigureSpec> figures;
@@ -728,6 +744,7 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
       DescribeKernel(*ParseKernel(in.chosen.kernel), fit->values, in.chosen.standardization, units);
   if (!words.ok()) return words.status();
   result.description = *words;
+  result.chosen_kernel = in.chosen.kernel;
 
   std::string body;
   for (FigureSpec& spec : *figures) {
@@ -741,19 +758,19 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
     if (!svg.ok()) return svg.status();
     int series = 0;
     for (const PanelSummary& p : summary.panels) series += static_cast<int>(p.series.size());
-    absl::StrAppend(&body, "<figure id=\"fig-", spec.id, "\" data-panels=\"",
-                    summary.panels.size(), "\" data-series=\"", series, "\">\n<h2>",
-                    HtmlEscape(spec.title), "</h2>\n", InlineSvg(*svg, spec.id),
-                    "\n<figcaption>", HtmlEscape(spec.caption), " Files: <a href=\"", spec.id,
-                    ".svg\">", spec.id, ".svg</a>, <a href=\"", spec.id, ".png\">", spec.id,
+    absl::StrAppend(&body, "<figure id=\"fig-", spec.id, "\" data-panels=\"", summary.panels.size(),
+                    "\" data-series=\"", series, "\">\n<h2>", HtmlEscape(spec.title), "</h2>\n",
+                    InlineSvg(*svg, spec.id, spec.width), "\n<figcaption>",
+                    HtmlEscape(spec.caption), " Files: <a href=\"", spec.id, ".svg\">", spec.id,
+                    ".svg</a>, <a href=\"", spec.id, ".png\">", spec.id,
                     ".png</a>.</figcaption>\n</figure>\n");
     result.figures.push_back(std::move(summary));
   }
 
   std::string components_list;
   for (const ComponentDescription& c : result.description.components) {
-    absl::StrAppend(&components_list, "<li><code>", HtmlEscape(c.kernel), "</code>: ",
-                    HtmlEscape(c.text), "</li>");
+    absl::StrAppend(&components_list, "<li><code>", HtmlEscape(c.kernel),
+                    "</code>: ", HtmlEscape(c.text), "</li>");
   }
   std::string omitted_list;
   for (const std::string& o : result.omitted) {
@@ -763,11 +780,10 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
       "<title>gpsel report: ", HtmlEscape(in.title), "</title>\n<style>", kStyle,
       "</style>\n</head>\n<body>\n<h1>Which kernel does ", HtmlEscape(in.title),
-      " support?</h1>\n<p>Chosen kernel: <code id=\"chosen-kernel\">",
-      HtmlEscape(in.chosen.kernel), "</code>, by <b>", HtmlEscape(in.metric),
-      "</b> (log-evidence scale, higher is better), on ", in.data.num_points(), " points; y ",
-      in.chosen.standardized ? "standardised" : "as given", " for fitting.</p>\n",
-      "<p class=\"description\" id=\"description\">The data look like ",
+      " support?</h1>\n<p>Chosen kernel: <code id=\"chosen-kernel\">", HtmlEscape(in.chosen.kernel),
+      "</code>, by <b>", HtmlEscape(in.metric), "</b> (log-evidence scale, higher is better), on ",
+      in.data.num_points(), " points; y ", in.chosen.standardized ? "standardised" : "as given",
+      " for fitting.</p>\n", "<p class=\"description\" id=\"description\">The data look like ",
       HtmlEscape(result.description.text), ".</p>\n<ul class=\"components\">", components_list,
       "</ul>\n<h2>Kernels compared</h2>\n", MetricsTable(in), "\n", body,
       omitted_list.empty() ? "" : "<h2>Not shown</h2>\n<ul>", omitted_list,

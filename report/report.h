@@ -19,12 +19,11 @@
 #ifndef GPSEL_REPORT_REPORT_H_
 #define GPSEL_REPORT_REPORT_H_
 
+#include <Eigen/Dense>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,19 +39,19 @@ namespace gpsel::report {
 
 struct ReportInputs {
   Dataset data;
-  std::string title;    // e.g. the data file's name
-  std::string command;  // the command line that made the report (shown in it)
+  std::string title;          // e.g. the data file's name
+  std::string command;        // the command line that made the report (shown in it)
   std::string x_label = "x";  // axis titles, with units
   std::string y_label = "y";
-  Units units;                // for the words; x_range is taken from the data when 0
+  Units units;  // for the words; x_range is taken from the data when 0
   // The metric that chose the kernel (search metric, or --metric): higher is better.
   std::string metric = "lap0";
   std::vector<KernelScore> scores;     // the kernels compared; `chosen` is one of them
   std::optional<SearchResult> search;  // when the kernel came from a search
   KernelScore chosen;
-  Eigen::MatrixXd grid;                // inputs of `on_grid` (1-D x only; empty otherwise)
-  PredictResult on_grid;               // chosen kernel, its fit for `metric`, with components
-  PredictResult on_data;               // the same at the data's x (residuals)
+  Eigen::MatrixXd grid;                    // inputs of `on_grid` (1-D x only; empty otherwise)
+  PredictResult on_grid;                   // chosen kernel, its fit for `metric`, with components
+  PredictResult on_data;                   // the same at the data's x (residuals)
   std::optional<EvidenceResult> evidence;  // of the chosen kernel, with samples
   // Two parameter names for the laplace figure; empty: the most correlated pair under the
   // Laplace covariance.
@@ -69,8 +68,8 @@ struct ReportOptions {
 // One series of a figure as the report lists it: what the tests compare with the SVG.
 struct SeriesSummary {
   std::string label;
-  std::string kind;  // "line", "band", "points", "error_bars"
-  std::string color; // "#RRGGBB"
+  std::string kind;   // "line", "band", "points", "error_bars"
+  std::string color;  // "#RRGGBB"
   int points = 0;
 };
 struct PanelSummary {
@@ -86,6 +85,7 @@ struct FigureSummary {
 
 struct ReportResult {
   std::string html_path;
+  std::string chosen_kernel;  // canonical text
   std::vector<FigureSummary> figures;
   std::vector<std::string> omitted;  // "search: no search was run", ...
   KernelDescription description;
