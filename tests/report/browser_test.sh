@@ -20,7 +20,13 @@ if [ -z "$browser" ]; then
   echo "report_in_browser: chromium is not installed (scripts/install-deps.sh installs it); skipped"
   exit 77
 fi
-python3 -c 'import PIL' 2>/dev/null || { echo "report_in_browser: python3-pil missing"; exit 1; }
+# Debian's python3 (python3-pil), even when another python3 comes first on PATH.
+python=/usr/bin/python3
+[ -x "$python" ] || python="$(command -v python3)"
+"$python" -c 'import PIL' 2>/dev/null || {
+  echo "report_in_browser: python3-pil missing (scripts/install-deps.sh installs it)"
+  exit 1
+}
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -78,7 +84,7 @@ run_browser --dump-dom "file://$work/out/measured.html" > "$work/measured_dom.ht
 run_browser --screenshot="$work/page.png" "file://$work/out/report.html" > /dev/null \
   2> "$work/screenshot.log"
 
-python3 - "$work" "$chosen" <<'EOF'
+"$python" - "$work" "$chosen" <<'EOF'
 import html, json, re, sys
 from PIL import Image, ImageStat
 
