@@ -264,7 +264,8 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
       x.push_back(static_cast<double>(m + 1) + offset);
       y.push_back(it->second);
     }
-    panel.series.push_back(Points(in.scores[k].kernel, SeriesColor(k), x, y, "•", 1.3));
+    // Geometric shapes (U+25CF, U+25CB) share their centre, so the ring sits on the dot.
+    panel.series.push_back(Points(in.scores[k].kernel, SeriesColor(k), x, y, "●", 0.9));
   }
   panel.series.push_back(Points("best under the metric", kBlack, wx, wy, "○", 2.0));
   if (with_evidence) {
