@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -61,6 +62,7 @@ int LegendOption(const Series& s) {
     case Series::Kind::kBand:
       return PL_LEGEND_COLOR_BOX;
     case Series::Kind::kPoints:
+    case Series::Kind::kRings:
       return PL_LEGEND_SYMBOL;
     default:
       return PL_LEGEND_LINE;
@@ -88,7 +90,7 @@ void DrawLegend(const Panel& panel, Palette& palette, double text_scale) {
     line_widths[i] = s.width;
     symbol_scales[i] = s.marker_scale;
     texts[i] = PlotText(s.label);
-    symbols[i] = s.marker;
+    symbols[i] = s.kind == Series::Kind::kRings ? "○" : s.marker;
     text_ptrs[i] = texts[i].c_str();
     symbol_ptrs[i] = symbols[i].c_str();
   }
@@ -103,7 +105,18 @@ void DrawLegend(const Panel& panel, Palette& palette, double text_scale) {
            colors.data(), symbol_scales.data(), symbol_numbers.data(), symbol_ptrs.data());
 }
 
-void DrawSeries(const Series& s, Palette& palette, double text_scale) {
+// A length in pixels as data units along x and along y, through the viewport's size on the
+// page, so that circles come out round.
+std::pair<double, double> PixelsToData(double pixels, const Panel& panel,
+                                       const FigureSpec& figure) {
+  PLFLT left = 0, right = 0, bottom = 0, top = 0;
+  plgvpd(&left, &right, &bottom, &top);
+  return {pixels / ((right - left) * figure.width) * (panel.x_max - panel.x_min),
+          pixels / ((top - bottom) * figure.height) * (panel.y_max - panel.y_min)};
+}
+
+void DrawSeries(const Series& s, Palette& palette, double text_scale, const Panel& panel,
+                const FigureSpec& figure) {
   const int n = static_cast<int>(s.x.size());
   if (n == 0) return;
   plcol0(palette.Add(s.color, s.alpha));
@@ -130,6 +143,22 @@ void DrawSeries(const Series& s, Palette& palette, double text_scale) {
       break;
     }
     case Series::Kind::kPoints: {
+      if (s.marker == "•" || s.marker == "●") {
+        // Dots are filled discs drawn in data units: a text glyph sits a pixel or two off its
+        // anchor (font metrics), which shows against rings and lines.
+        const double radius = (s.marker == "•" ? 2.6 : 4.5) * s.marker_scale;
+        const auto [rx, ry] = PixelsToData(radius, panel, figure);
+        for (int i = 0; i < n; ++i) {
+          std::vector<PLFLT> cx, cy;
+          for (int t = 0; t < 16; ++t) {
+            const double angle = 2 * M_PI * t / 16;
+            cx.push_back(s.x[i] + rx * std::cos(angle));
+            cy.push_back(s.y[i] + ry * std::sin(angle));
+          }
+          plfill(static_cast<PLINT>(cx.size()), cx.data(), cy.data());
+        }
+        break;
+      }
       std::vector<PLFLT> y(s.y.begin(), s.y.end());
       plschr(0, text_scale * s.marker_scale);
       plstring(n, x.data(), y.data(), s.marker.c_str());
@@ -140,6 +169,19 @@ void DrawSeries(const Series& s, Palette& palette, double text_scale) {
       std::vector<PLFLT> low(s.y_low.begin(), s.y_low.end()),
           high(s.y_high.begin(), s.y_high.end());
       plerry(n, x.data(), low.data(), high.data());
+      break;
+    }
+    case Series::Kind::kRings: {
+      const auto [rx, ry] = PixelsToData(s.ring_radius, panel, figure);
+      for (int i = 0; i < n; ++i) {
+        std::vector<PLFLT> cx, cy;
+        for (int t = 0; t <= 48; ++t) {
+          const double angle = 2 * M_PI * t / 48;
+          cx.push_back(s.x[i] + rx * std::cos(angle));
+          cy.push_back(s.y[i] + ry * std::sin(angle));
+        }
+        plline(static_cast<PLINT>(cx.size()), cx.data(), cy.data());
+      }
       break;
     }
   }
@@ -160,7 +202,7 @@ void DrawPanel(const Panel& panel, double top, double bottom, const FigureSpec& 
   const std::string y_grid = panel.log_y ? "gl" : "g";
   plbox(panel.x_categories.empty() ? "g" : "", panel.x_tick, 0, y_grid.c_str(), 0, 0);
   plwidth(1.0);
-  for (const Series& s : panel.series) DrawSeries(s, palette, text_scale);
+  for (const Series& s : panel.series) DrawSeries(s, palette, text_scale, panel, figure);
   plcol0(1);
   plschr(0, text_scale * 0.9);
   const std::string y_opt = panel.log_y ? "bcnstvl" : "bcnstv";

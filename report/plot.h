@@ -38,6 +38,7 @@ struct Series {
     kBand,       // the region between y_low and y_high over x (filled, translucent)
     kPoints,     // a marker (`marker`, a UTF-8 glyph) at each (x, y)
     kErrorBars,  // vertical bars from y_low to y_high at each x
+    kRings,      // a circle of `ring_radius` pixels around each (x, y)
   };
   Kind kind = Kind::kLine;
   std::string label;  // legend entry; empty: not in the legend
@@ -47,6 +48,7 @@ struct Series {
   bool dashed = false;
   std::string marker = "•";   // kPoints
   double marker_scale = 1.0;  // kPoints, relative to the text size
+  double ring_radius = 9.0;   // kRings, pixels
   std::vector<double> x, y, y_low, y_high;
 };
 

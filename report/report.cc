@@ -255,6 +255,12 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
       wy.push_back(best_value);
     }
   }
+  Series rings;
+  rings.kind = Series::Kind::kRings;
+  rings.label = "best under the metric";
+  rings.width = 1.6;
+  rings.x = wx;
+  rings.y = wy;
   for (int k = 0; k < kernels; ++k) {
     std::vector<double> x, y;
     const double offset = 0.5 * ((k + 0.5) / kernels - 0.5);
@@ -264,10 +270,9 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
       x.push_back(static_cast<double>(m + 1) + offset);
       y.push_back(it->second);
     }
-    // Geometric shapes (U+25CF, U+25CB) share their centre, so the ring sits on the dot.
     panel.series.push_back(Points(in.scores[k].kernel, SeriesColor(k), x, y, "●", 0.9));
   }
-  panel.series.push_back(Points("best under the metric", kBlack, wx, wy, "○", 2.0));
+  panel.series.push_back(rings);
   if (with_evidence) {
     const NestedSamplingResult& s = in.evidence->sampling;
     int k = 0;
@@ -547,6 +552,8 @@ std::string KindName(Series::Kind kind) {
       return "points";
     case Series::Kind::kErrorBars:
       return "error_bars";
+    case Series::Kind::kRings:
+      return "rings";
     default:
       return "line";
   }
