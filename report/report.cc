@@ -380,6 +380,7 @@ absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
   panel.x_label = absl::StrCat("raw ", name_a);
   panel.y_label = absl::StrCat("raw ", name_b);
   panel.legend_right = true;
+  panel.legend_bottom = true;
   Series cloud = Points("posterior samples", kBlue, sx, sy, "•", 0.6);
   cloud.alpha = 0.45;
   panel.series.push_back(cloud);
