@@ -76,10 +76,6 @@ std::string Labelled(const std::string& name, const std::string& unit) {
 
 int RunReport(const ReportFlags& flags, const std::string& command) {
   if (flags.out_dir.empty()) return ReportError(absl::InvalidArgumentError("--out: required"));
-  if (flags.fit.json) {
-    return ReportError(absl::InvalidArgumentError(
-        "--json: report writes files; `score --json` and `search --json` print the results"));
-  }
   if (!flags.search && flags.fit.kernels.empty()) {
     return ReportError(absl::InvalidArgumentError("give --kernel EXPR (repeatable) or --search"));
   }
@@ -296,6 +292,8 @@ CommandRunner SetupReport(CLI::App& sub) {
   sub.add_option("--width", flags->width, "figure width in pixels")->capture_default_str();
   sub.add_option("--height", flags->height, "figure height in pixels")->capture_default_str();
   AddFitFlags(sub, flags->fit);
+  // The report writes files; `score --json` and `search --json` print its numbers.
+  sub.remove_option(sub.get_option("--json"));
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   return [flags, &sub] {
     std::string command = "gpsel report";

@@ -325,7 +325,7 @@ TEST(CliReportTest, BadFlagsExitWithCodeTwoAndAMessage) {
       {"report --data " + kExample + " --kernel SE", "--out"},
       {"report --data " + kExample + " --kernel SE --metric foo" + out, "--metric"},
       {"report --data " + kExample + " --kernel SE --pair a" + out, "--pair"},
-      {"report --data " + kExample + " --kernel SE --json" + out, "--json"},
+      {"report --data " + kExample + " --kernel SE --json" + out, "--json"},  // not an option
       {"report --data " + kExample + " --kernel 'SE+' " + out, "kernel expression"},
       {"report --data " + kExample + " --kernel SE --width 10" + out, "--width"},
       {"report --data " + kExample + " --search --depth 0" + out, "max_depth"},
