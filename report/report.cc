@@ -109,6 +109,7 @@ FigureSpec FitFigure(const ReportInputs& in) {
       Points("data", kBlack, ToStd(in.data.x.col(0)), ToStd(in.data.y), "•", 0.55));
   panel.series.push_back(Line("posterior mean", kBlue, x, mean, 1.4));
   FitRanges(panel, 0.02);
+  panel.y_max += 0.22 * (panel.y_max - panel.y_min);  // headroom for the legend
   fig.panels.push_back(std::move(panel));
   return fig;
 }
@@ -143,6 +144,7 @@ FigureSpec ComponentsFigure(const ReportInputs& in, const KernelDescription& wor
     panel.series.push_back(Band("±2σ", SeriesColor(static_cast<int>(k)), 0.3, x, low, high));
     panel.series.push_back(Line("posterior mean", SeriesColor(static_cast<int>(k)), x, mean));
     FitRanges(panel, 0.03);
+    if (panel.legend) panel.y_max += 0.3 * (panel.y_max - panel.y_min);  // room for the legend
     fig.panels.push_back(std::move(panel));
   }
   return fig;
