@@ -12,13 +12,17 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/backend.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -145,6 +149,15 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   in.metric = metric;
   in.pair = pair;
   in.command = command;
+  // Wall time of each stage, printed last (bench/report_overhead.sh reads what the report adds
+  // to its search).
+  std::vector<std::pair<std::string, double>> stage_seconds;
+  absl::Time stage_start = absl::Now();
+  auto stage_done = [&](const std::string& stage) {
+    const absl::Time now = absl::Now();
+    stage_seconds.emplace_back(stage, absl::ToDoubleSeconds(now - stage_start));
+    stage_start = now;
+  };
   // 1. The search (when asked), whose path's kernels are compared with the given ones.
   if (flags.search) {
     absl::StatusOr<SearchResult> search =
@@ -160,6 +173,7 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
         kernels.push_back(*std::move(kept));
       }
     }
+    stage_done("search");
   }
   // 2. Every kernel compared, with all the paper's metrics.
   if (!kernels.empty()) {
@@ -167,6 +181,7 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
         (*backend)->Score(*data, kernels, score_options, progress.callback());
     if (!scores.ok()) return ReportError(scores.status());
     in.scores = *std::move(scores);
+    stage_done("scores");
   }
   if (in.search) {
     in.chosen = in.search->best;
@@ -209,6 +224,7 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
       (*backend)->Predict(*data, *chosen_kernel, data->x, predict_options, progress.callback());
   if (!on_data.ok()) return ReportError(on_data.status());
   in.on_data = *std::move(on_data);
+  stage_done("predict");
 
   // 4. The evidence of the chosen kernel, with its samples (figure "laplace", log Z in
   //    "metrics").
@@ -226,6 +242,7 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
         (*backend)->Evidence(*data, *chosen_kernel, evidence_options, progress.callback());
     if (!evidence.ok()) return ReportError(evidence.status());
     in.evidence = *std::move(evidence);
+    stage_done("evidence");
   }
   progress.Finish();
 
@@ -244,7 +261,12 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
 
   absl::StatusOr<report::ReportResult> result = report::WriteReport(in, report_options);
   if (!result.ok()) return ReportError(result.status());
-  std::cout << result->Summary();
+  stage_done("figures");
+  std::cout << result->Summary() << "seconds:";
+  for (const auto& [stage, seconds] : stage_seconds) {
+    std::cout << absl::StrFormat(" %s %.2f", stage, seconds);
+  }
+  std::cout << "\n";
   return kExitOk;
 }
 
