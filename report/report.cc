@@ -188,7 +188,7 @@ FigureSpec SearchFigure(const ReportInputs& in) {
           px.push_back(step.depth);
           py.push_back(c->score);
           Note note;
-          note.x = step.depth + 0.06;
+          note.x = step.depth + 0.1;
           note.y = c->score;
           note.text = c->kernel;
           note.color = kVermilion;
