@@ -25,6 +25,9 @@ struct Factor {
 // What the rules read: the factors of one summand (a product of base kernels, or one).
 struct Summand {
   std::vector<Factor> factors;
+  // The non-periodic stationary summand of the kernel with the longest lengthscale: it carries
+  // the slowest change, the trend, if anything does.
+  bool slowest = false;
   int Count(BaseKernel base) const {
     return static_cast<int>(std::count_if(factors.begin(), factors.end(),
                                           [base](const Factor& f) { return f.base == base; }));
@@ -89,10 +92,14 @@ std::string Smoothness(BaseKernel base) {
   }
 }
 
-// A stationary summand varying over a fifth of the data's span or more: a trend.
+// A stationary summand varying over a fifth of the data's span or more is a trend; so is the
+// slowest one (Summand::slowest) down to a twentieth of the span (Mauna Loa's trend under a PER
+// summand varies over ~2.4 of 45 years and still carries the whole rise).
 bool IsTrend(const Summand& s, const Units& u) {
   const Factor* f = s.ShortestStationary();
-  return f != nullptr && u.x_range > 0 && f->values.at("lengthscale") >= u.x_range / 5;
+  if (f == nullptr || u.x_range <= 0) return false;
+  const double lengthscale = f->values.at("lengthscale");
+  return lengthscale >= u.x_range / 5 || (s.slowest && lengthscale >= u.x_range / 20);
 }
 
 // ---- the rule table ------------------------------------------------------------------------
@@ -238,8 +245,9 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
   const std::vector<KernelExpr> parts =
       kernel.kind == KernelExpr::Kind::kSum ? kernel.operands : std::vector<KernelExpr>{kernel};
   KernelDescription out;
-  std::vector<int> orders;  // sentence position of each component (Rule::order)
-  size_t next_name = 0;     // names follow the canonical leaf order (core/hyperparameters.h)
+  std::vector<Summand> summands;  // one per part, in canonical order
+  std::vector<int> orders;        // sentence position of each component (Rule::order)
+  size_t next_name = 0;           // names follow the canonical leaf order (core/hyperparameters.h)
   for (const KernelExpr& part : parts) {
     std::vector<const KernelExpr*> leaves;
     CollectLeaves(part, &leaves);
@@ -254,6 +262,22 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
       }
       summand.factors.push_back(std::move(factor));
     }
+    summands.push_back(std::move(summand));
+  }
+  // The slowest non-periodic stationary summand (IsTrend).
+  int slowest = -1;
+  for (size_t k = 0; k < summands.size(); ++k) {
+    const Factor* f = summands[k].ShortestStationary();
+    if (f == nullptr || summands[k].Count(BaseKernel::kPER) > 0) continue;
+    if (slowest < 0 || f->values.at("lengthscale") >
+                           summands[slowest].ShortestStationary()->values.at("lengthscale")) {
+      slowest = static_cast<int>(k);
+    }
+  }
+  if (slowest >= 0) summands[slowest].slowest = true;
+  for (size_t k = 0; k < summands.size(); ++k) {
+    const Summand& summand = summands[k];
+    const KernelExpr& part = parts[k];
     std::vector<std::string> words;
     int order = 0;
     for (const Rule& rule : NounRules()) {

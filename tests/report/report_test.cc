@@ -54,6 +54,30 @@ TEST(DescribeKernelTest, MaunaLoaReadsAsTrendSeasonAndNoise) {
             "shape drifts over about 4.1 years, plus noise of sd 0.3 ppm");
 }
 
+TEST(DescribeKernelTest, TheSlowestSummandIsTheTrendDownToATwentiethOfTheSpan) {
+  // What the depth-3 search chose for Mauna Loa (bench/RESULTS.md): PER*PER + SE with the SE
+  // varying over 2.4 of 45 years, which carries the whole rise.
+  const Units years{"years", "ppm", 45.0};
+  EXPECT_EQ(Describe("PER*PER + SE",
+                     {{"PER#1.lengthscale", 1.0},
+                      {"PER#1.period", 1.0},
+                      {"PER#2.lengthscale", 2.0},
+                      {"PER#2.period", 1.0},
+                      {"SE.lengthscale", 2.4},
+                      {"noise", 0.01}},
+                     years),
+            "a smooth trend varying over about 2.4 years, plus a yearly periodic component that "
+            "repeats exactly, plus noise of sd 0.1 ppm");
+  // Of two, only the slower is the trend; neither is, below a twentieth of the span.
+  EXPECT_EQ(
+      Describe("SE + SE", {{"SE#1.lengthscale", 0.5}, {"SE#2.lengthscale", 3.0}, {"noise", 0.01}},
+               years),
+      "a smooth trend varying over about 3 years, plus smooth variations on a scale of "
+      "about 0.5 years, plus noise of sd 0.1 ppm");
+  EXPECT_EQ(Describe("SE", {{"SE.lengthscale", 2.0}, {"noise", 0.01}}, years),
+            "smooth variations on a scale of about 2 years, plus noise of sd 0.1 ppm");
+}
+
 TEST(DescribeKernelTest, EachRuleOfTheTable) {
   const Units days{"days", "", 100.0};
   // LIN alone, LIN × LIN, LIN × SE (ABCD: linearly growing amplitude).
