@@ -46,6 +46,7 @@ struct ReportFlags {
   std::string metric = "lap0";
   int threads = 0;
   bool evidence = false;
+  std::string evidence_method = "nested";
   double dlogz = 0.1;
   int nlive = 0;
   std::string pair;
@@ -100,6 +101,9 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   if (!settings.ok()) return ReportError(settings.status());
   absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
   if (!scale_x.ok()) return ReportError(scale_x.status());
+  absl::StatusOr<EvidenceMethod> evidence_method =
+      ParseEvidenceMethod(flags.evidence_method, "--method");
+  if (!evidence_method.ok()) return ReportError(evidence_method.status());
   std::vector<std::string> pair;
   if (!flags.pair.empty()) {
     pair = absl::StrSplit(flags.pair, ',');
@@ -234,9 +238,12 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
     evidence_options.sampling.num_live = flags.nlive;
     evidence_options.sampling.seed = flags.fit.seed;
     evidence_options.sampling.return_samples = true;
+    evidence_options.importance.return_samples = true;
+    evidence_options.importance.seed = flags.fit.seed;
     evidence_options.standardize = in.chosen.standardized;
     evidence_options.hyperparameters = *settings;
     evidence_options.scale_x = *scale_x;
+    evidence_options.method = *evidence_method;
     if (absl::Status s = evidence_options.Validate(); !s.ok()) return ReportError(s);
     absl::StatusOr<EvidenceResult> evidence =
         (*backend)->Evidence(*data, *chosen_kernel, evidence_options, progress.callback());
@@ -298,6 +305,9 @@ CommandRunner SetupReport(CLI::App& sub) {
   sub.add_flag("--evidence", flags->evidence,
                "also compute the chosen kernel's log evidence by nested sampling, for log Z "
                "in the metrics figure and the samples under the Laplace ellipse");
+  sub.add_option("--method", flags->evidence_method,
+                 "evidence: nested, importance or auto (core/evidence.h)")
+      ->capture_default_str();
   sub.add_option("--dlogz", flags->dlogz, "evidence: stop when the remaining log Z is below this")
       ->capture_default_str();
   sub.add_option("--nlive", flags->nlive, "evidence: live points (0 = automatic)")

@@ -276,7 +276,7 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
   }
   panel.series.push_back(rings);
   if (with_evidence) {
-    const NestedSamplingResult& s = in.evidence->sampling;
+    const EvidenceResult& ev = *in.evidence;
     int k = 0;
     for (int i = 0; i < kernels; ++i) {
       if (in.scores[i].kernel == in.evidence->kernel) k = i;
@@ -288,10 +288,10 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
     bars.color = SeriesColor(k);
     bars.width = 2.0;
     bars.x = {x};
-    bars.y_low = {s.log_evidence - s.log_evidence_error};
-    bars.y_high = {s.log_evidence + s.log_evidence_error};
+    bars.y_low = {ev.log_evidence - ev.log_evidence_error};
+    bars.y_high = {ev.log_evidence + ev.log_evidence_error};
     panel.series.push_back(bars);
-    panel.series.push_back(Points("", SeriesColor(k), {x}, {s.log_evidence}, "◆", 1.2));
+    panel.series.push_back(Points("", SeriesColor(k), {x}, {ev.log_evidence}, "◆", 1.2));
   }
   FitRanges(panel, 0.08);
   panel.x_min = 0.4;
@@ -336,6 +336,23 @@ absl::StatusOr<std::pair<int, int>> LaplacePair(const ReportInputs& in) {
   return best;
 }
 
+// The weighted posterior samples of an evidence run: those of the method that gave its log Z,
+// else the other's; null when none were returned.
+struct WeightedSamples {
+  EvidenceMethod method = EvidenceMethod::kNested;
+  const Eigen::MatrixXd* samples = nullptr;
+  const Eigen::VectorXd* log_weights = nullptr;
+};
+WeightedSamples EvidenceSamples(const EvidenceResult& ev) {
+  const bool nested = ev.sampling.has_value() && ev.sampling->samples.rows() > 0;
+  const bool importance = ev.importance.has_value() && ev.importance->samples.rows() > 0;
+  if (importance && (ev.method == EvidenceMethod::kImportance || !nested)) {
+    return {EvidenceMethod::kImportance, &ev.importance->samples, &ev.importance->log_weights};
+  }
+  if (nested) return {EvidenceMethod::kNested, &ev.sampling->samples, &ev.sampling->log_weights};
+  return {};
+}
+
 // (e) the evidence run's samples of two hyperparameters (raw space) with the Laplace ellipses
 // around the MAP point: the Gaussian N(θ̂_MAP, H⁻¹) that Lap stands for (paper Fig. 2).
 absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
@@ -343,6 +360,7 @@ absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
   const std::string& name_a = in.chosen.parameter_names[a];
   const std::string& name_b = in.chosen.parameter_names[b];
   const EvidenceResult& ev = *in.evidence;
+  const WeightedSamples samples_of = EvidenceSamples(ev);
   auto column_of = [&ev](const std::string& name) -> absl::StatusOr<int> {
     for (size_t i = 0; i < ev.parameter_names.size(); ++i) {
       if (ev.parameter_names[i] == name) return static_cast<int>(i);
@@ -356,14 +374,15 @@ absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
   fig.id = "laplace";
   fig.title = "Posterior samples and the Laplace approximation";
   fig.caption = absl::StrCat(
-      "Nested-sampling posterior samples of ", name_a, " and ", name_b,
+      "Posterior samples (", EvidenceMethodName(samples_of.method), " sampling) of ", name_a,
+      " and ", name_b,
       " (raw values, i.e. softplus⁻¹ of the parameter; the heaviest points making up 99.9 % of "
       "the posterior weight) with the 1σ and 2σ ellipses of the Laplace approximation "
       "N(θ̂_MAP, H⁻¹) around the MAP point (+).");
   fig.width = 640;
   fig.height = 560;
-  const Eigen::MatrixXd& samples = ev.sampling.samples;
-  const Eigen::VectorXd& log_w = ev.sampling.log_weights;
+  const Eigen::MatrixXd& samples = *samples_of.samples;
+  const Eigen::VectorXd& log_w = *samples_of.log_weights;
   std::vector<int> order(samples.rows());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&log_w](int i, int j) { return log_w(i) > log_w(j); });
@@ -718,7 +737,7 @@ absl::StatusOr<std::vector<FigureSpec>> BuildFigures(const ReportInputs& in,
   const bool can_ellipse = in.chosen.laplace.has_value() &&
                            in.chosen.laplace->covariance.rows() >= 2 &&
                            in.chosen.map_fit.has_value();
-  if (in.evidence.has_value() && in.evidence->sampling.samples.rows() > 0 && can_ellipse) {
+  if (in.evidence.has_value() && EvidenceSamples(*in.evidence).samples != nullptr && can_ellipse) {
     if (absl::StatusOr<std::pair<int, int>> pair = LaplacePair(in); !pair.ok()) {
       return pair.status();
     }

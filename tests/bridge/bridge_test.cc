@@ -149,10 +149,32 @@ TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
   options.standardize = false;
   options.hyperparameters.fixed_values["noise"] = 0.2;
   options.scale_x = *ParseXScaling("auto");
+  options.method = EvidenceMethod::kAuto;
+  options.importance.target_error = 0.05;
+  options.importance.max_samples = 9999;
+  options.importance.initial_samples = 500;
+  options.importance.prior_share = 0.2;
+  options.importance.student_t_dof = 3;
+  options.importance.covariance_inflation = 1.7;
+  options.importance.threads = 2;
+  options.mode_search.restarts = 12;
   const v1::SubmitEvidenceRequest request =
       bridge::SubmitEvidenceRequestOf(Example(), Kernel("SE"), options);
   EXPECT_EQ(request.kernel(), "SE");
   const EvidenceOptions back = bridge::FromProto(request.options());
+  EXPECT_EQ(back.method, EvidenceMethod::kAuto);
+  EXPECT_EQ(back.importance.target_error, 0.05);
+  EXPECT_EQ(back.importance.max_samples, 9999);
+  EXPECT_EQ(back.importance.initial_samples, 500);
+  EXPECT_EQ(back.importance.prior_share, 0.2);
+  EXPECT_EQ(back.importance.student_t_dof, 3);
+  EXPECT_EQ(back.importance.covariance_inflation, 1.7);
+  EXPECT_EQ(back.importance.threads, 2);
+  EXPECT_EQ(back.mode_search.restarts, 12);
+  // One seed, one time cap and one samples flag for both methods.
+  EXPECT_EQ(back.importance.seed, 9u);
+  EXPECT_EQ(back.importance.max_seconds, 4.5);
+  EXPECT_TRUE(back.importance.return_samples);
   EXPECT_EQ(back.sampling.num_live, 77);
   EXPECT_EQ(back.sampling.max_likelihood_calls, 12345);
   EXPECT_TRUE(back.sampling.dynamic);
@@ -260,6 +282,33 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   absl::StatusOr<EvidenceResult> evidence = ComputeEvidence(data, Kernel("SE"), evidence_options);
   ASSERT_TRUE(evidence.ok());
   ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*evidence);
+  // Importance sampling, and auto falling back to nested sampling (both results present).
+  evidence_options.method = EvidenceMethod::kImportance;
+  evidence_options.importance.return_samples = true;
+  absl::StatusOr<EvidenceResult> importance =
+      ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(importance.ok()) << importance.status();
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*importance);
+  v1::EvidenceResult importance_message;
+  bridge::ToProto(*importance, &importance_message);
+  EXPECT_EQ(importance_message.method(), v1::EVIDENCE_METHOD_IMPORTANCE);
+  EXPECT_EQ(importance_message.log_evidence(), importance->importance->log_evidence);
+  EXPECT_GT(importance_message.importance().modes_size(), 0);
+  EXPECT_GT(importance_message.samples().rows(), 0);
+  evidence_options.method = EvidenceMethod::kAuto;
+  evidence_options.importance.covariance_inflation = 0.01;  // fails its diagnostics
+  evidence_options.importance.initial_samples = 200;
+  evidence_options.importance.max_samples = 400;
+  absl::StatusOr<EvidenceResult> fallback = ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  ASSERT_TRUE(fallback->importance.has_value() && fallback->sampling.has_value());
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*fallback);
+  const EvidenceResult fallback_back = [&] {
+    v1::EvidenceResult m;
+    bridge::ToProto(*fallback, &m);
+    return bridge::FromProto(m);
+  }();
+  EXPECT_EQ(fallback_back.sampling->likelihood_calls, fallback->sampling->likelihood_calls);
 
   SearchOptions search_options;
   search_options.base_kernels = {Kernel("SE"), Kernel("LIN")};

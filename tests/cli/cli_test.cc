@@ -232,6 +232,8 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
       {"search", "search --data " + kExample + " --base SE,LIN --depth 1 --threads 1 --json"},
       {"evidence", "evidence --data " + kExample +
                        " --kernel SE --no-standardize --nlive 50 --dlogz 0.5 --json"},
+      {"evidence_is", "evidence --data " + kExample +
+                          " --kernel SE --no-standardize --method is --samples --json"},
       {"predict", "predict --data " + kExample + " --kernel SE --grid 0:1:3 --json"},
       {"predict_given", "predict --data " + kExample +
                             " --kernel SE --grid 0:1:3 --hyperparameter SE.lengthscale=1"
@@ -247,6 +249,27 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
     EXPECT_EQ(run.out.find("numHyperparameters"), std::string::npos);
     EXPECT_EQ(run.out.find("logLikelihood"), std::string::npos);
   }
+}
+
+// `evidence --method`: importance sampling and auto print the method, its diagnostics and the
+// modes; an unknown method is a usage error naming the flag.
+TEST(CliTest, EvidenceMethods) {
+  const std::string args = "evidence --data " + kExample + " --kernel SE --no-standardize --seed 3";
+  CliRun is = RunGpsel(args + " --method is");
+  ASSERT_EQ(is.exit_code, 0) << is.err;
+  EXPECT_THAT(is.out, testing::HasSubstr("by importance (asked for)"));
+  EXPECT_THAT(is.out, testing::HasSubstr("Pareto k"));
+  EXPECT_THAT(is.out, testing::HasSubstr("MAP fit"));
+  CliRun automatic = RunGpsel(args + " --method auto --json");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  nlohmann::json j = nlohmann::json::parse(automatic.out);
+  EXPECT_EQ(j["method"], "EVIDENCE_METHOD_IMPORTANCE");
+  EXPECT_THAT(j["method_reason"].get<std::string>(), testing::HasSubstr("passed"));
+  EXPECT_NEAR(j["log_evidence"].get<double>(), -8.032, 0.06);
+  CliRun bad = RunGpsel(args + " --method mcmc");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("--method"));
+  EXPECT_EQ(RunGpsel(args + " --method is --target-error -1").exit_code, 2);
 }
 
 TEST(CliTest, DataFromStdinAndPredictCsv) {

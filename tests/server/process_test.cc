@@ -285,6 +285,15 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
   ASSERT_EQ(remote_evidence.exit_code, 0) << remote_evidence.output;
   EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote_evidence.output)),
             WithoutTimes(nlohmann::json::parse(local_evidence.output)));
+  // Importance sampling too: the method, its diagnostics and the modes travel through the job
+  // (the server runs it on its own thread count; the result does not depend on it).
+  CommandResult local_is = RunCommand(Cli(evidence_args + " --method is --threads 1"));
+  CommandResult remote_is = RunCommand(Cli(evidence_args + " --method is --server " + address_));
+  ASSERT_EQ(remote_is.exit_code, 0) << remote_is.output;
+  const nlohmann::json remote_is_json = nlohmann::json::parse(remote_is.output);
+  EXPECT_EQ(remote_is_json.at("method"), "EVIDENCE_METHOD_IMPORTANCE");
+  EXPECT_TRUE(remote_is_json.at("importance").at("reliable").get<bool>());
+  EXPECT_EQ(WithoutTimes(remote_is_json), WithoutTimes(nlohmann::json::parse(local_is.output)));
 
   const std::string predict_args =
       absl::StrCat("predict --data ", DataPath("interpretable_linear.csv"),
