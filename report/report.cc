@@ -374,8 +374,8 @@ absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
   fig.id = "laplace";
   fig.title = "Posterior samples and the Laplace approximation";
   fig.caption = absl::StrCat(
-      "Posterior samples (", EvidenceMethodName(samples_of.method), " sampling) of ", name_a,
-      " and ", name_b,
+      "Posterior samples (", std::string(EvidenceMethodName(samples_of.method)), " sampling) of ",
+      name_a, " and ", name_b,
       " (raw values, i.e. softplus⁻¹ of the parameter; the heaviest points making up 99.9 % of "
       "the posterior weight) with the 1σ and 2σ ellipses of the Laplace approximation "
       "N(θ̂_MAP, H⁻¹) around the MAP point (+).");
