@@ -401,6 +401,12 @@ void ToProto(const PredictResult& result, v1::PredictResponse* proto) {
   ToProto(result.standardization, proto->mutable_standardization());
   proto->set_kernel(result.kernel);
   if (result.fit) ToProto(*result.fit, proto->mutable_fit());
+  for (const PredictionComponent& c : result.prediction.components) {
+    v1::PredictionComponent* out = proto->add_components();
+    out->set_kernel(c.kernel);
+    ToRepeated(c.mean, out->mutable_mean());
+    ToRepeated(c.variance, out->mutable_variance());
+  }
 }
 
 PredictResult FromProto(const v1::PredictResponse& proto) {
@@ -412,6 +418,10 @@ PredictResult FromProto(const v1::PredictResponse& proto) {
   result.standardization = FromProto(proto.standardization());
   result.kernel = proto.kernel();
   if (proto.has_fit()) result.fit = FromProto(proto.fit());
+  for (const v1::PredictionComponent& c : proto.components()) {
+    result.prediction.components.push_back(
+        PredictionComponent{c.kernel(), ToVector(c.mean()), ToVector(c.variance())});
+  }
   return result;
 }
 
@@ -428,6 +438,7 @@ v1::PredictRequest PredictRequestOf(const Dataset& data, const KernelExpr& kerne
                             ? v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD
                             : v1::FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI);
   ToProto(FitSettingsOf(options.fit), request.mutable_fit());
+  request.set_components(options.components);
   return request;
 }
 

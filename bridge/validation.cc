@@ -435,6 +435,7 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
                               ? FitObjective::kMaximumLikelihood
                               : FitObjective::kMaximumAPosteriori;
   bridge::ApplyFitSettings(*fit, &out.options.fit);
+  out.options.components = request.components();
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }

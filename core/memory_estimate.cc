@@ -192,6 +192,14 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
                              num_new_points * (data.num_dims() + 4));
   std::string breakdown = absl::StrFormat("n = %d, m = %d in blocks of %d", n, num_new_points,
                                           block);
+  if (options.components) {
+    // Each summand's block cross-covariance and solve while the whole kernel's are still held
+    // (a summand has no more nodes than the whole), and two more results per summand.
+    const int64_t summands =
+        kernel.kind == KernelExpr::Kind::kSum ? static_cast<int64_t>(kernel.operands.size()) : 1;
+    bytes += kDouble * (n * block * (evaluation_matrices + 1) + num_new_points * 2 * summands);
+    breakdown += absl::StrFormat(", %d component(s)", summands);
+  }
   if (options.hyperparameters.empty()) {
     // The fit (no Laplace Hessian, but the winner's polish makes one) comes first and is freed.
     ScoreOptions fit = options.fit;

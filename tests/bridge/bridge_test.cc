@@ -196,6 +196,7 @@ TEST(BridgeRoundTripTest, PredictRequestThroughValidation) {
   options.fit.hyperparameters.fixed_values.clear();
   options.fit.metrics.clear();
   options.fit.laplace_r.clear();
+  options.components = true;
   const Eigen::MatrixXd x_new = Eigen::VectorXd::LinSpaced(4, 0.0, 1.0);
   const v1::PredictRequest request =
       bridge::PredictRequestOf(Example(), Kernel("SE"), x_new, options);
@@ -205,6 +206,7 @@ TEST(BridgeRoundTripTest, PredictRequestThroughValidation) {
   EXPECT_EQ(valid->options.objective, FitObjective::kMaximumLikelihood);
   EXPECT_EQ(valid->options.fit.fit.restarts, 7);
   EXPECT_EQ(valid->options.fit.scale_x.factor, 2.5);
+  EXPECT_TRUE(valid->options.components);
   const v1::PredictRequest again =
       bridge::PredictRequestOf(valid->data, valid->kernel, valid->x_new, valid->options);
   EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
@@ -254,6 +256,27 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   EXPECT_EQ(response.mean(1), predicted->prediction.mean(1));
   EXPECT_TRUE(response.has_fit());
   EXPECT_EQ(response.kernel(), "SE");
+  EXPECT_EQ(response.components_size(), 0);
+
+  // The summands' posteriors (PredictOptions::components) cross bit for bit, in order.
+  predict_options.components = true;
+  predicted = FitAndPredict(data, Kernel("SE + LIN"), Eigen::VectorXd::LinSpaced(3, 0.0, 1.0),
+                            predict_options);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  ASSERT_EQ(predicted->prediction.components.size(), 2u);
+  ExpectStableRoundTrip<PredictResult, v1::PredictResponse>(*predicted);
+  v1::PredictResponse with_components;
+  bridge::ToProto(*predicted, &with_components);
+  EXPECT_EQ(with_components.components(1).kernel(), "SE");
+  const PredictResult predicted_back = bridge::FromProto(with_components);
+  ASSERT_EQ(predicted_back.prediction.components.size(), 2u);
+  for (size_t c = 0; c < 2; ++c) {
+    const PredictionComponent& sent = predicted->prediction.components[c];
+    const PredictionComponent& got = predicted_back.prediction.components[c];
+    EXPECT_EQ(got.kernel, sent.kernel);
+    EXPECT_EQ(got.mean, sent.mean);
+    EXPECT_EQ(got.variance, sent.variance);
+  }
 
   EvidenceOptions evidence_options;
   evidence_options.standardize = false;

@@ -74,6 +74,20 @@ TEST(MemoryEstimateTest, PredictIsBoundedWhateverM) {
             EstimateScoreMemory(data, {kernel}, options.fit).bytes);
 }
 
+TEST(MemoryEstimateTest, PredictComponentsCountAnotherBlockAndTheirResults) {
+  const Dataset data = Points(2000);
+  PredictOptions options;
+  options.hyperparameters = {{"SE.lengthscale", 1.0}, {"LIN.variance", 1.0}, {"noise", 0.1}};
+  const KernelExpr kernel = *ParseKernel("SE+LIN");
+  const int64_t plain = EstimatePredictMemory(data, kernel, 5000, options).bytes;
+  options.components = true;
+  const MemoryEstimate with = EstimatePredictMemory(data, kernel, 5000, options);
+  // At least one more n × block cross-covariance and its solve, and 2 × 2 × m results.
+  const int64_t block = std::min<int64_t>(PredictBlockColumns(2000), 5000);
+  EXPECT_GE(with.bytes - plain, 8 * (2 * 2000 * block + 4 * 5000));
+  EXPECT_THAT(with.Summary(), HasSubstr("2 component(s)"));
+}
+
 TEST(MemoryEstimateTest, EvidenceCountsItsStoredSamples) {
   const Dataset data = Points(500);
   EvidenceOptions options;

@@ -323,6 +323,32 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
   EXPECT_THAT(bad_token.output, HasSubstr("--token-file"));
 }
 
+// `gpsel report` on a server draws exactly what it draws in-process: the same Score, Predict
+// (with the summands' posteriors over gRPC) and evidence results give byte-identical SVGs.
+TEST_F(CliRemoteTest, ReportRemoteDrawsTheSameFigures) {
+  const std::string args =
+      absl::StrCat("report --data ", DataPath("nile.csv"),
+                   " --kernel SE --kernel 'SE+LIN' --restarts 2 --seed 3 --threads 1 --evidence"
+                   " --nlive 50 --dlogz 0.5 --out ");
+  CommandResult local = RunCommand(Cli(args + (dir_ / "local").string()));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  CommandResult remote =
+      RunCommand(Cli(args + (dir_ / "remote").string() + " --server " + address_));
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  int figures = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "local")) {
+    if (entry.path().extension() != ".svg") continue;
+    ++figures;
+    EXPECT_EQ(read(entry.path()), read(dir_ / "remote" / entry.path().filename()))
+        << entry.path().filename();
+  }
+  EXPECT_GE(figures, 4);  // fit, metrics, laplace, residuals (+ components when SE+LIN wins)
+}
+
 TEST(TlsTest, TlsServerAcceptsTrustingClientsOnly) {
   if (!OnPath("openssl")) GTEST_SKIP() << "openssl not installed: cannot make a test certificate";
   const std::filesystem::path dir = MakeTempDir("gpsel-tls-test");
