@@ -6,7 +6,10 @@
 //   ./build/bench/evidence_table small                 # the two small problems (seconds)
 //   ./build/bench/evidence_table mauna k1 static 3000000 600
 //   ./build/bench/evidence_table mauna k12 static 3000000 600
-// Prints markdown table rows (see bench/RESULTS.md, "Issue 3 — nested sampling").
+//   ./build/bench/evidence_table mauna-is k12 2 900 [1.3 5]  # importance sampling: threads, cap,
+//                                                            # covariance inflation, t dof
+// Prints markdown table rows (see bench/RESULTS.md, "Issue 3 — nested sampling" and "Issue 15 —
+// importance-sampling evidence").
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +22,8 @@
 #include "core/dataset.h"
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
-#include "core/score.h"
 #include "core/linalg.h"
+#include "core/score.h"
 
 namespace {
 
@@ -81,8 +84,9 @@ void PrintRow(const Row& r, double exact) {
   double var = 0;
   for (double z : r.log_z) var += (z - mean) * (z - mean) / std::max(1, k - 1);
   std::printf("| %s | %s | %d | %.0f | %.3f (max %.3f) | %.3f | %.4f | %.4f | %.4f | %s |%s\n",
-              r.problem.c_str(), r.mode.c_str(), k, calls, secs, max_secs, cpu, mean, std::sqrt(var),
-              err, std::isnan(exact) ? "n/a" : absl::StrFormat("%.4f", max_abs).c_str(),
+              r.problem.c_str(), r.mode.c_str(), k, calls, secs, max_secs, cpu, mean,
+              std::sqrt(var), err,
+              std::isnan(exact) ? "n/a" : absl::StrFormat("%.4f", max_abs).c_str(),
               r.any_partial ? " PARTIAL" : "");
   std::fflush(stdout);
 }
@@ -105,11 +109,11 @@ Row RunSeeds(const std::string& problem, const gpsel::Dataset& data, const gpsel
       std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
       std::exit(1);
     }
-    row.log_z.push_back(e->sampling.log_evidence);
-    row.err.push_back(e->sampling.log_evidence_error);
-    row.calls.push_back(static_cast<double>(e->sampling.likelihood_calls));
-    row.seconds.push_back(e->sampling.seconds);
-    row.any_partial |= e->sampling.partial;
+    row.log_z.push_back(e->sampling->log_evidence);
+    row.err.push_back(e->sampling->log_evidence_error);
+    row.calls.push_back(static_cast<double>(e->sampling->likelihood_calls));
+    row.seconds.push_back(e->sampling->seconds);
+    row.any_partial |= e->sampling->partial;
   }
   return row;
 }
@@ -119,8 +123,10 @@ int Small() {
   const gpsel::Dataset selin = SeLinData();
   const gpsel::KernelExpr se = KernelOrDie("SE");
   const gpsel::KernelExpr se_lin = KernelOrDie("SE+LIN");
-  std::printf("| problem | mode | seeds | mean calls | mean wall s (max) | mean CPU s | mean log Z | scatter (sd) | "
-              "mean reported err | max abs(log Z - exact) |\n");
+  std::printf(
+      "| problem | mode | seeds | mean calls | mean wall s (max) | mean CPU s | mean log Z | "
+      "scatter (sd) | "
+      "mean reported err | max abs(log Z - exact) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (bool dynamic : {false, true}) {
     PrintRow(RunSeeds("paper n=10, SE, raw y", paper, se, false, dynamic, 5), kPaperExact);
@@ -138,7 +144,8 @@ int Small() {
   }
   std::printf("\nScoreKernel, synthetic n=50, SE+LIN (%.3f s):", s->seconds);
   for (const auto& [name, value] : s->metrics) std::printf(" %s %.3f;", name.c_str(), value);
-  for (const auto& [name, why] : s->undefined_metrics) std::printf(" %s undefined (%s);", name.c_str(), why.c_str());
+  for (const auto& [name, why] : s->undefined_metrics)
+    std::printf(" %s undefined (%s);", name.c_str(), why.c_str());
   std::printf("\n");
   return 0;
 }
@@ -154,8 +161,8 @@ int Mauna(const std::string& which, bool dynamic, long long max_calls, double ma
   options.sampling.max_likelihood_calls = max_calls;
   options.sampling.max_seconds = max_seconds;
   int last_percent = -1;
-  absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(
-      data, k, options, [&](const gpsel::Progress& p) {
+  absl::StatusOr<gpsel::EvidenceResult> e =
+      gpsel::ComputeEvidence(data, k, options, [&](const gpsel::Progress& p) {
         const int percent = static_cast<int>(100 * p.fraction);
         if (percent != last_percent) {
           last_percent = percent;
@@ -167,15 +174,88 @@ int Mauna(const std::string& which, bool dynamic, long long max_calls, double ma
     std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
     return 1;
   }
-  const gpsel::NestedSamplingResult& r = e->sampling;
-  std::printf("| Mauna Loa %s = %s (n=%d, u=%d, std y) | %s | %.4f | %.4f (%s) | nested %.4f ± %.4f, "
-              "bootstrap %.4f | %lld | %lld | %d | %.1f | %s |\n",
-              which.c_str(), e->kernel.c_str(), e->num_points, e->num_hyperparameters,
-              dynamic ? "dynamic" : "static", r.log_evidence, r.log_evidence_error,
-              r.log_evidence_estimator.c_str(), r.log_evidence_nested, r.log_evidence_nested_error,
-              r.log_evidence_error_bootstrap, static_cast<long long>(r.likelihood_calls),
-              static_cast<long long>(r.iterations), r.num_live, r.seconds,
-              r.partial ? ("PARTIAL: " + r.partial_reason).c_str() : "complete");
+  const gpsel::NestedSamplingResult& r = *e->sampling;
+  std::printf(
+      "| Mauna Loa %s = %s (n=%d, u=%d, std y) | %s | %.4f | %.4f (%s) | nested %.4f ± %.4f, "
+      "bootstrap %.4f | %lld | %lld | %d | %.1f | %s |\n",
+      which.c_str(), e->kernel.c_str(), e->num_points, e->num_hyperparameters,
+      dynamic ? "dynamic" : "static", r.log_evidence, r.log_evidence_error,
+      r.log_evidence_estimator.c_str(), r.log_evidence_nested, r.log_evidence_nested_error,
+      r.log_evidence_error_bootstrap, static_cast<long long>(r.likelihood_calls),
+      static_cast<long long>(r.iterations), r.num_live, r.seconds,
+      r.partial ? ("PARTIAL: " + r.partial_reason).c_str() : "complete");
+  std::fflush(stdout);
+  return 0;
+}
+
+// The paper's Table 4 kernels (bench/mauna_loa_table.cc has the paper's values).
+const char* MaunaKernel(const std::string& which) {
+  if (which == "k1") return "C*SE";
+  if (which == "k12") return "C*SE + C*SE*PER";
+  if (which == "k123") return "C*SE + C*SE*PER + C*RQ";
+  if (which == "k1234") return "C*SE + C*SE*PER + C*RQ + C*SE";
+  return nullptr;
+}
+
+// Importance-sampling evidence of one Mauna Loa kernel (seed 0, target 0.02 nats unless a time
+// cap stops it) beside the Laplace metrics of ScoreKernel (5 restarts, seed 0).
+int MaunaImportance(const std::string& which, int threads, double max_seconds, double inflation,
+                    int dof) {
+  const char* text = MaunaKernel(which);
+  if (text == nullptr) {
+    std::fprintf(stderr, "unknown kernel %s (k1, k12, k123, k1234)\n", which.c_str());
+    return 2;
+  }
+  const gpsel::Dataset data = LoadOrDie("mauna_loa_monthly.csv");
+  const gpsel::KernelExpr k = KernelOrDie(text);
+  gpsel::EvidenceOptions options;
+  options.method = gpsel::EvidenceMethod::kImportance;
+  options.importance.threads = threads;
+  options.importance.max_seconds = max_seconds;
+  options.importance.covariance_inflation = inflation;
+  options.importance.student_t_dof = dof;
+  std::string last_stage;
+  absl::StatusOr<gpsel::EvidenceResult> e =
+      gpsel::ComputeEvidence(data, k, options, [&](const gpsel::Progress& p) {
+        if (p.poll_only) return absl::OkStatus();
+        if (p.stage != last_stage || p.stage == "importance_sampling") {
+          last_stage = p.stage;
+          std::fprintf(stderr, "[%s] %s %s\n", which.c_str(), p.stage.c_str(), p.message.c_str());
+        }
+        return absl::OkStatus();
+      });
+  if (!e.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
+    return 1;
+  }
+  gpsel::ScoreOptions score_options;
+  score_options.fit.threads = threads;
+  absl::StatusOr<gpsel::KernelScore> s = gpsel::ScoreKernel(data, k, score_options);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.status().message()).c_str());
+    return 1;
+  }
+  const gpsel::ImportanceSamplingResult& r = *e->importance;
+  int adapted = 0;
+  for (const gpsel::ProposalMode& m : r.modes) adapted += m.adapted ? 1 : 0;
+  auto metric = [&](const char* name) {
+    auto it = s->metrics.find(name);
+    return it == s->metrics.end() ? std::string("—") : absl::StrFormat("%.2f", it->second);
+  };
+  std::printf(
+      "| %s | %d | **%.3f** ± %.3f | %.0f | %.2f | %s | %d + %d adapted | %lld + %lld | %.0f | %s "
+      "| "
+      "%s | %s | %s | %s |\n",
+      which.c_str(), e->num_hyperparameters, e->log_evidence, e->log_evidence_error,
+      r.effective_sample_size, r.pareto_k, r.reliable ? "yes" : ("no: " + r.reliability).c_str(),
+      static_cast<int>(r.modes.size()) - adapted, adapted,
+      static_cast<long long>(e->mode_search_evaluations), static_cast<long long>(r.num_samples),
+      e->seconds, metric("lap").c_str(), metric("lap0").c_str(), metric("lap_aic").c_str(),
+      metric("lap_bic").c_str(), r.partial ? ("PARTIAL: " + r.partial_reason).c_str() : "complete");
+  for (size_t m = 0; m < r.modes.size(); ++m) {
+    std::fprintf(stderr, "  component %zu: weight %.3f carries %.3f, %s\n", m + 1,
+                 r.mode_weights[m], r.mode_weight_shares[m], r.modes[m].origin.c_str());
+  }
   std::fflush(stdout);
   return 0;
 }
@@ -192,6 +272,16 @@ int main(int argc, char** argv) {
     const double seconds = argc > 5 ? std::atof(argv[5]) : 600;
     return Mauna(argv[2], dynamic, calls, seconds);
   }
-  std::fprintf(stderr, "usage: %s small | mauna k1|k12 [static|dynamic] [max_calls] [max_s]\n", argv[0]);
+  if (mode == "mauna-is" && argc > 2) {
+    const gpsel::ImportanceSamplingOptions defaults;
+    return MaunaImportance(argv[2], argc > 3 ? std::atoi(argv[3]) : 2,
+                           argc > 4 ? std::atof(argv[4]) : 900,
+                           argc > 5 ? std::atof(argv[5]) : defaults.covariance_inflation,
+                           argc > 6 ? std::atoi(argv[6]) : defaults.student_t_dof);
+  }
+  std::fprintf(stderr,
+               "usage: %s small | mauna k1|k12 [static|dynamic] [max_calls] [max_s] | "
+               "mauna-is k1|k12|k123|k1234 [threads] [max_s] [inflation] [dof]\n",
+               argv[0]);
   return 2;
 }

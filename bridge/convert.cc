@@ -29,9 +29,8 @@ void ToRepeated(const Eigen::VectorXd& v, google::protobuf::RepeatedField<double
 }
 
 v1::FitObjective ToProto(FitObjective objective) {
-  return objective == FitObjective::kMaximumLikelihood
-             ? v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD
-             : v1::FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI;
+  return objective == FitObjective::kMaximumLikelihood ? v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD
+                                                       : v1::FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI;
 }
 
 FitObjective FromProto(v1::FitObjective objective) {
@@ -70,10 +69,9 @@ absl::StatusOr<Dataset> FromProto(const v1::Dataset& proto) {
   const int d = proto.num_dims() == 0 ? 1 : proto.num_dims();
   if (d < 0) return InvalidField("dataset.num_dims", "must not be negative");
   if (static_cast<int64_t>(proto.x_size()) != static_cast<int64_t>(n) * d) {
-    return InvalidField("dataset.x",
-                        absl::StrCat("has ", proto.x_size(), " values but y has ", n,
-                                     " points of ", d, " dimension(s): expected ",
-                                     static_cast<int64_t>(n) * d));
+    return InvalidField(
+        "dataset.x", absl::StrCat("has ", proto.x_size(), " values but y has ", n, " points of ", d,
+                                  " dimension(s): expected ", static_cast<int64_t>(n) * d));
   }
   Dataset data;
   data.x.resize(n, d);
@@ -102,8 +100,9 @@ absl::StatusOr<Eigen::MatrixXd> FromProto(const v1::Matrix& proto, std::string_v
   }
   if (static_cast<int64_t>(proto.values_size()) !=
       static_cast<int64_t>(proto.rows()) * proto.cols()) {
-    return InvalidField(field, absl::StrCat("has ", proto.values_size(), " values, expected rows*cols = ",
-                                            static_cast<int64_t>(proto.rows()) * proto.cols()));
+    return InvalidField(field,
+                        absl::StrCat("has ", proto.values_size(), " values, expected rows*cols = ",
+                                     static_cast<int64_t>(proto.rows()) * proto.cols()));
   }
   Eigen::MatrixXd m(proto.rows(), proto.cols());
   // Over the values, not the rows: 2^31 − 1 rows of 0 columns have no values but took seconds
@@ -166,9 +165,9 @@ std::vector<Metric> ParseMetrics(const google::protobuf::RepeatedPtrField<std::s
     if (metric.ok()) {
       metrics.push_back(*metric);
     } else {
-      violations->emplace_back(absl::StrCat(std::string(field), "[", i, "]"),
-                               std::string(absl::StripPrefix(metric.status().message(),
-                                                             "metrics: ")));
+      violations->emplace_back(
+          absl::StrCat(std::string(field), "[", i, "]"),
+          std::string(absl::StripPrefix(metric.status().message(), "metrics: ")));
     }
   }
   return metrics;
@@ -367,7 +366,8 @@ KernelScore FromProto(const v1::KernelScore& proto) {
     LaplaceDiagnostics l;
     l.eigenvalues = ToVector(in.eigenvalues());
     // Shapes were produced by ToProto; a malformed matrix degrades to empty rather than failing.
-    l.eigenvectors = FromProto(in.eigenvectors(), "laplace.eigenvectors").value_or(Eigen::MatrixXd());
+    l.eigenvectors =
+        FromProto(in.eigenvectors(), "laplace.eigenvectors").value_or(Eigen::MatrixXd());
     l.positive_definite = in.positive_definite();
     for (const auto& [metric, list] : in.clamped()) {
       std::vector<LaplaceDiagnostics::ClampedDirection>& directions = l.clamped[metric];
@@ -401,6 +401,12 @@ void ToProto(const PredictResult& result, v1::PredictResponse* proto) {
   ToProto(result.standardization, proto->mutable_standardization());
   proto->set_kernel(result.kernel);
   if (result.fit) ToProto(*result.fit, proto->mutable_fit());
+  for (const PredictionComponent& c : result.prediction.components) {
+    v1::PredictionComponent* out = proto->add_components();
+    out->set_kernel(c.kernel);
+    ToRepeated(c.mean, out->mutable_mean());
+    ToRepeated(c.variance, out->mutable_variance());
+  }
 }
 
 PredictResult FromProto(const v1::PredictResponse& proto) {
@@ -412,6 +418,10 @@ PredictResult FromProto(const v1::PredictResponse& proto) {
   result.standardization = FromProto(proto.standardization());
   result.kernel = proto.kernel();
   if (proto.has_fit()) result.fit = FromProto(proto.fit());
+  for (const v1::PredictionComponent& c : proto.components()) {
+    result.prediction.components.push_back(
+        PredictionComponent{c.kernel(), ToVector(c.mean()), ToVector(c.variance())});
+  }
   return result;
 }
 
@@ -428,6 +438,7 @@ v1::PredictRequest PredictRequestOf(const Dataset& data, const KernelExpr& kerne
                             ? v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD
                             : v1::FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI);
   ToProto(FitSettingsOf(options.fit), request.mutable_fit());
+  request.set_components(options.components);
   return request;
 }
 
@@ -448,12 +459,55 @@ EvidenceOptions FromProto(const v1::EvidenceOptions& proto) {
   if (proto.has_dynamic_posterior_weight()) {
     s.dynamic_posterior_weight = proto.dynamic_posterior_weight();
   }
+  switch (proto.method()) {
+    case v1::EVIDENCE_METHOD_IMPORTANCE:
+      options.method = EvidenceMethod::kImportance;
+      break;
+    case v1::EVIDENCE_METHOD_AUTO:
+      options.method = EvidenceMethod::kAuto;
+      break;
+    default:
+      options.method = EvidenceMethod::kNested;
+      break;
+  }
+  // One seed and one time cap for every method.
+  ImportanceSamplingOptions& is = options.importance;
+  const v1::ImportanceSamplingOptions& ip = proto.importance();
+  is.seed = proto.seed();
+  is.max_seconds = proto.max_seconds();
+  is.return_samples = proto.return_samples();
+  if (ip.target_error() != 0) is.target_error = ip.target_error();
+  if (ip.max_samples() != 0) is.max_samples = ip.max_samples();
+  if (ip.initial_samples() != 0) is.initial_samples = ip.initial_samples();
+  if (ip.prior_share() != 0) is.prior_share = ip.prior_share();
+  if (ip.student_t_dof() != 0) is.student_t_dof = ip.student_t_dof();
+  if (ip.covariance_inflation() != 0) is.covariance_inflation = ip.covariance_inflation();
+  if (proto.threads() != 0) {
+    is.threads = proto.threads();
+    s.threads = proto.threads();
+  }
+  if (proto.runs() != 0) s.num_runs = proto.runs();
+  if (ip.mode_search_restarts() != 0) options.mode_search.restarts = ip.mode_search_restarts();
   const FitSettings fit = FromProto(proto.fit());
   options.standardize = fit.standardize;
   options.hyperparameters = fit.hyperparameters;
   options.scale_x = fit.scale_x;
   return options;
 }
+
+namespace {
+v1::EvidenceMethod ToProto(EvidenceMethod method) {
+  switch (method) {
+    case EvidenceMethod::kNested:
+      return v1::EVIDENCE_METHOD_NESTED;
+    case EvidenceMethod::kImportance:
+      return v1::EVIDENCE_METHOD_IMPORTANCE;
+    case EvidenceMethod::kAuto:
+      return v1::EVIDENCE_METHOD_AUTO;
+  }
+  return v1::EVIDENCE_METHOD_UNSPECIFIED;
+}
+}  // namespace
 
 void ToProto(const EvidenceOptions& options, v1::EvidenceOptions* proto) {
   proto->Clear();
@@ -468,6 +522,18 @@ void ToProto(const EvidenceOptions& options, v1::EvidenceOptions* proto) {
   proto->set_return_samples(s.return_samples);
   proto->set_num_bootstrap(s.num_bootstrap);
   proto->set_dynamic_posterior_weight(s.dynamic_posterior_weight);
+  proto->set_method(ToProto(options.method));
+  const ImportanceSamplingOptions& is = options.importance;
+  v1::ImportanceSamplingOptions* ip = proto->mutable_importance();
+  ip->set_target_error(is.target_error);
+  ip->set_max_samples(is.max_samples);
+  ip->set_initial_samples(is.initial_samples);
+  ip->set_prior_share(is.prior_share);
+  ip->set_student_t_dof(is.student_t_dof);
+  ip->set_covariance_inflation(is.covariance_inflation);
+  proto->set_threads(std::max(is.threads, s.threads));
+  proto->set_runs(s.num_runs);
+  ip->set_mode_search_restarts(options.mode_search.restarts);
   v1::FitOptions* fit = proto->mutable_fit();
   fit->set_standardize(options.standardize);
   for (const auto& [name, prior] : options.hyperparameters.prior_overrides) {
@@ -485,63 +551,172 @@ void ToProto(const EvidenceOptions& options, v1::EvidenceOptions* proto) {
 
 void ToProto(const EvidenceResult& result, v1::EvidenceResult* proto) {
   proto->Clear();
-  const NestedSamplingResult& s = result.sampling;
   proto->set_kernel(result.kernel);
-  proto->set_log_evidence(s.log_evidence);
-  proto->set_log_evidence_error(s.log_evidence_error);
-  proto->set_log_evidence_error_bootstrap(s.log_evidence_error_bootstrap);
-  proto->set_log_evidence_estimator(s.log_evidence_estimator);
-  proto->set_information(s.information);
-  proto->set_likelihood_calls(s.likelihood_calls);
-  proto->set_iterations(s.iterations);
-  proto->set_effective_sample_size(s.effective_sample_size);
-  proto->set_live_points(s.num_live);
-  proto->set_batches(s.num_batches);
-  proto->set_partial(s.partial);
-  proto->set_partial_reason(s.partial_reason);
   proto->set_num_points(result.num_points);
   proto->set_num_hyperparameters(result.num_hyperparameters);
   ToProto(result.standardization, proto->mutable_standardization());
   for (const std::string& name : result.parameter_names) proto->add_parameter_names(name);
-  proto->set_seconds(s.seconds);
-  proto->set_log_evidence_nested(s.log_evidence_nested);
-  proto->set_log_evidence_nested_error(s.log_evidence_nested_error);
   proto->set_standardized(result.standardized);
-  if (s.samples.size() > 0) {
-    ToProto(s.samples, proto->mutable_samples());
-    ToRepeated(s.log_weights, proto->mutable_log_weights());
-    ToRepeated(s.log_likelihoods, proto->mutable_log_likelihoods());
+  proto->set_method(ToProto(result.method));
+  proto->set_method_reason(result.method_reason);
+  proto->set_log_evidence(result.log_evidence);
+  proto->set_log_evidence_error(result.log_evidence_error);
+  proto->set_likelihood_calls(result.likelihood_calls);
+  proto->set_seconds(result.seconds);
+  if (result.importance.has_value()) {
+    const ImportanceSamplingResult& r = *result.importance;
+    v1::ImportanceSamplingResult* ip = proto->mutable_importance();
+    ip->set_log_evidence(r.log_evidence);
+    ip->set_log_evidence_error(r.log_evidence_error);
+    ip->set_effective_sample_size(r.effective_sample_size);
+    ip->set_num_samples(r.num_samples);
+    ip->set_pareto_k(r.pareto_k);
+    ip->set_reliable(r.reliable);
+    ip->set_reliability(r.reliability);
+    for (size_t m = 0; m < r.modes.size(); ++m) {
+      v1::ProposalMode* mode = ip->add_modes();
+      ToRepeated(r.modes[m].mean, mode->mutable_raw());
+      mode->set_log_posterior(r.modes[m].log_posterior);
+      mode->set_log_laplace_mass(r.modes[m].log_laplace_mass);
+      mode->set_mixture_weight(r.mode_weights[m]);
+      mode->set_weight_share(r.mode_weight_shares[m]);
+      mode->set_origin(r.modes[m].origin);
+      mode->set_adapted(r.modes[m].adapted);
+    }
+    ip->set_prior_share(r.prior_share);
+    ip->set_prior_weight_share(r.prior_weight_share);
+    ip->set_partial(r.partial);
+    ip->set_partial_reason(r.partial_reason);
+    ip->set_seconds(r.seconds);
+    ip->set_mode_search_evaluations(result.mode_search_evaluations);
+  }
+  // The reported method's partial flag, effective sample size and samples at the top level.
+  if (result.method == EvidenceMethod::kImportance && result.importance.has_value()) {
+    const ImportanceSamplingResult& r = *result.importance;
+    proto->set_log_evidence_estimator("importance_sampling");
+    proto->set_effective_sample_size(r.effective_sample_size);
+    proto->set_partial(r.partial);
+    proto->set_partial_reason(r.partial_reason);
+    if (r.samples.size() > 0) {
+      ToProto(r.samples, proto->mutable_samples());
+      ToRepeated(r.log_weights, proto->mutable_log_weights());
+      ToRepeated(r.log_likelihoods, proto->mutable_log_likelihoods());
+    }
+  } else if (result.sampling.has_value()) {
+    const NestedSamplingResult& s = *result.sampling;
+    proto->set_log_evidence_error_bootstrap(s.log_evidence_error_bootstrap);
+    proto->set_log_evidence_estimator(s.log_evidence_estimator);
+    proto->set_information(s.information);
+    proto->set_iterations(s.iterations);
+    proto->set_effective_sample_size(s.effective_sample_size);
+    proto->set_live_points(s.num_live);
+    proto->set_batches(s.num_batches);
+    proto->set_partial(s.partial);
+    proto->set_partial_reason(s.partial_reason);
+    proto->set_log_evidence_nested(s.log_evidence_nested);
+    proto->set_log_evidence_nested_error(s.log_evidence_nested_error);
+    proto->set_log_evidence_error_spread(s.log_evidence_error_spread);
+    for (const NestedSamplingResult::Run& run : s.runs) {
+      v1::NestedSamplingRun* r = proto->add_runs();
+      r->set_seed(run.seed);
+      r->set_log_evidence(run.log_evidence);
+      r->set_log_evidence_error(run.log_evidence_error);
+      r->set_likelihood_calls(run.likelihood_calls);
+      r->set_iterations(run.iterations);
+      r->set_partial(run.partial);
+      r->set_seconds(run.seconds);
+    }
+    if (s.samples.size() > 0) {
+      ToProto(s.samples, proto->mutable_samples());
+      ToRepeated(s.log_weights, proto->mutable_log_weights());
+      ToRepeated(s.log_likelihoods, proto->mutable_log_likelihoods());
+    }
   }
 }
 
 EvidenceResult FromProto(const v1::EvidenceResult& proto) {
   EvidenceResult result;
-  NestedSamplingResult& s = result.sampling;
   result.kernel = proto.kernel();
-  s.log_evidence = proto.log_evidence();
-  s.log_evidence_error = proto.log_evidence_error();
-  s.log_evidence_error_bootstrap = proto.log_evidence_error_bootstrap();
-  s.log_evidence_estimator = proto.log_evidence_estimator();
-  s.information = proto.information();
-  s.likelihood_calls = proto.likelihood_calls();
-  s.iterations = proto.iterations();
-  s.effective_sample_size = proto.effective_sample_size();
-  s.num_live = proto.live_points();
-  s.num_batches = proto.batches();
-  s.partial = proto.partial();
-  s.partial_reason = proto.partial_reason();
   result.num_points = proto.num_points();
   result.num_hyperparameters = proto.num_hyperparameters();
   result.standardization = FromProto(proto.standardization());
   result.parameter_names.assign(proto.parameter_names().begin(), proto.parameter_names().end());
-  s.seconds = proto.seconds();
-  s.log_evidence_nested = proto.log_evidence_nested();
-  s.log_evidence_nested_error = proto.log_evidence_nested_error();
   result.standardized = proto.standardized();
+  result.method = proto.method() == v1::EVIDENCE_METHOD_IMPORTANCE ? EvidenceMethod::kImportance
+                                                                   : EvidenceMethod::kNested;
+  result.method_reason = proto.method_reason();
+  result.log_evidence = proto.log_evidence();
+  result.log_evidence_error = proto.log_evidence_error();
+  result.likelihood_calls = proto.likelihood_calls();
+  result.seconds = proto.seconds();
+  Eigen::MatrixXd samples;
+  Eigen::VectorXd log_weights, log_likelihoods;
   if (proto.has_samples()) {
-    s.samples = FromProto(proto.samples(), "samples").value_or(Eigen::MatrixXd());
-    s.log_weights = ToVector(proto.log_weights());
-    s.log_likelihoods = ToVector(proto.log_likelihoods());
+    samples = FromProto(proto.samples(), "samples").value_or(Eigen::MatrixXd());
+    log_weights = ToVector(proto.log_weights());
+    log_likelihoods = ToVector(proto.log_likelihoods());
+  }
+  if (proto.has_importance()) {
+    const v1::ImportanceSamplingResult& ip = proto.importance();
+    ImportanceSamplingResult& r = result.importance.emplace();
+    r.log_evidence = ip.log_evidence();
+    r.log_evidence_error = ip.log_evidence_error();
+    r.effective_sample_size = ip.effective_sample_size();
+    r.num_samples = ip.num_samples();
+    r.pareto_k = ip.pareto_k();
+    r.reliable = ip.reliable();
+    r.reliability = ip.reliability();
+    for (const v1::ProposalMode& mode : ip.modes()) {
+      ProposalMode& m = r.modes.emplace_back();
+      m.mean = ToVector(mode.raw());
+      m.log_posterior = mode.log_posterior();
+      m.log_laplace_mass = mode.log_laplace_mass();
+      m.origin = mode.origin();
+      m.adapted = mode.adapted();
+      r.mode_weights.push_back(mode.mixture_weight());
+      r.mode_weight_shares.push_back(mode.weight_share());
+    }
+    r.prior_share = ip.prior_share();
+    r.prior_weight_share = ip.prior_weight_share();
+    r.partial = ip.partial();
+    r.partial_reason = ip.partial_reason();
+    r.seconds = ip.seconds();
+    result.mode_search_evaluations = ip.mode_search_evaluations();
+    if (result.method == EvidenceMethod::kImportance) {
+      r.samples = std::move(samples);
+      r.log_weights = std::move(log_weights);
+      r.log_likelihoods = std::move(log_likelihoods);
+    }
+  }
+  if (result.method == EvidenceMethod::kNested) {
+    NestedSamplingResult& s = result.sampling.emplace();
+    s.log_evidence = proto.log_evidence();
+    s.log_evidence_error = proto.log_evidence_error();
+    s.log_evidence_error_bootstrap = proto.log_evidence_error_bootstrap();
+    s.log_evidence_estimator = proto.log_evidence_estimator();
+    s.information = proto.information();
+    // The nested run's own calls and time: the job's, less the importance stage's when auto
+    // ran both.
+    s.likelihood_calls =
+        proto.likelihood_calls() -
+        (result.importance ? result.mode_search_evaluations + result.importance->num_samples : 0);
+    s.iterations = proto.iterations();
+    s.effective_sample_size = proto.effective_sample_size();
+    s.num_live = proto.live_points();
+    s.num_batches = proto.batches();
+    s.partial = proto.partial();
+    s.partial_reason = proto.partial_reason();
+    s.seconds = proto.seconds() - (result.importance ? result.importance->seconds : 0.0);
+    s.log_evidence_nested = proto.log_evidence_nested();
+    s.log_evidence_nested_error = proto.log_evidence_nested_error();
+    s.log_evidence_error_spread = proto.log_evidence_error_spread();
+    for (const v1::NestedSamplingRun& r : proto.runs()) {
+      s.runs.push_back({r.seed(), r.log_evidence(), r.log_evidence_error(), r.likelihood_calls(),
+                        r.iterations(), r.partial(), r.seconds()});
+    }
+    s.samples = std::move(samples);
+    s.log_weights = std::move(log_weights);
+    s.log_likelihoods = std::move(log_likelihoods);
   }
   return result;
 }

@@ -62,8 +62,8 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
     ok = false;
   }
   if (n > limits.max_points) {
-    v.Add("dataset.y", absl::StrCat("has ", n, " points, more than the limit of ",
-                                    limits.max_points));
+    v.Add("dataset.y",
+          absl::StrCat("has ", n, " points, more than the limit of ", limits.max_points));
     ok = false;
   }
   if (d > limits.max_dims) {
@@ -71,9 +71,9 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
     ok = false;
   }
   if (static_cast<int64_t>(proto.x_size()) != static_cast<int64_t>(n) * d) {
-    v.Add("dataset.x", absl::StrCat("has ", proto.x_size(), " values; expected n·d = ", n, "·", d,
-                                    " = ", static_cast<int64_t>(n) * d,
-                                    " (row-major, one row per point of y)"));
+    v.Add("dataset.x",
+          absl::StrCat("has ", proto.x_size(), " values; expected n·d = ", n, "·", d, " = ",
+                       static_cast<int64_t>(n) * d, " (row-major, one row per point of y)"));
     ok = false;
   }
   for (int i = 0; i < proto.x_size(); ++i) {
@@ -182,9 +182,17 @@ void CheckStandardizable(const Dataset& data, bool standardize, const std::strin
                          Violations& v) {
   if (!standardize) return;
   if (!ComputeStandardization(data.y, true).ok()) {
-    v.Add("dataset.y", absl::StrCat("is constant, so it cannot be standardised; set ",
-                                    option_field, ".standardize = false"));
+    v.Add("dataset.y", absl::StrCat("is constant, so it cannot be standardised; set ", option_field,
+                                    ".standardize = false"));
   }
+}
+
+// Threads one request may use (SearchRequest.threads, ImportanceSamplingOptions.threads):
+// --max-search-threads, or one per core when it is 0.
+int MaxRequestThreads(const ServiceLimits& limits) {
+  return limits.max_search_threads > 0
+             ? limits.max_search_threads
+             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace
@@ -252,8 +260,10 @@ absl::Status CheckMemoryBudget(const MemoryEstimate& estimate, const ServiceLimi
   }
   return bridge::WithErrorInfo(
       absl::ResourceExhaustedError(absl::StrCat(
-          "the request needs an estimated ", estimate.Summary(), " of memory, more than this "
-          "server's per-request budget of ", FormatBytes(limits.max_request_bytes),
+          "the request needs an estimated ", estimate.Summary(),
+          " of memory, more than this "
+          "server's per-request budget of ",
+          FormatBytes(limits.max_request_bytes),
           " (--max-request-bytes); use fewer points, threads, a smaller kernel or search depth, "
           "or ask the operator for a larger budget")),
       "REQUEST_TOO_LARGE");
@@ -267,20 +277,24 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   if (request.kernels_size() == 0) {
     v.Add("kernels", "is empty: give at least one kernel expression");
   } else if (request.kernels_size() > limits.max_kernels_per_request) {
-    v.Add("kernels", absl::StrCat("has ", request.kernels_size(), " entries, more than the limit of ",
-                                  limits.max_kernels_per_request));
+    v.Add("kernels",
+          absl::StrCat("has ", request.kernels_size(), " entries, more than the limit of ",
+                       limits.max_kernels_per_request));
   }
   std::vector<std::pair<std::string, KernelExpr>> kernels;
   for (int i = 0; i < request.kernels_size() && i < limits.max_kernels_per_request; ++i) {
     const std::string field = absl::StrCat("kernels[", i, "]");
-    if (auto k = CheckKernel(request.kernels(i), field, limits, d, v)) kernels.emplace_back(field, *k);
+    if (auto k = CheckKernel(request.kernels(i), field, limits, d, v))
+      kernels.emplace_back(field, *k);
   }
   // Metrics, laplace_r and the fit options, each parsed once (bridge/convert.h).
   absl::StatusOr<ScoreOptions> options = bridge::ScoreOptionsFromProto(request);
   v.AddAll(options.status());
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);
   CheckParameterNames(request.fit(), "fit", kernels, v);
-  if (data) CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(), "fit", v);
+  if (data)
+    CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(),
+                        "fit", v);
   if (!v.empty()) return v.ToStatus();
 
   ValidScore out;
@@ -290,8 +304,8 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
-  if (absl::Status s = CheckMemoryBudget(
-          EstimateScoreMemory(out.data, out.kernels, out.options), limits);
+  if (absl::Status s =
+          CheckMemoryBudget(EstimateScoreMemory(out.data, out.kernels, out.options), limits);
       !s.ok()) {
     return s;
   }
@@ -327,13 +341,12 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   }
   if (request.threads() < 0) v.Add("threads", "must not be negative");
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);
-  if (data) CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(), "fit", v);
+  if (data)
+    CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(),
+                        "fit", v);
   if (!v.empty()) return v.ToStatus();
 
-  const int max_threads = limits.max_search_threads > 0
-                              ? limits.max_search_threads
-                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  options->threads = std::min(options->threads, max_threads);
+  options->threads = std::min(options->threads, MaxRequestThreads(limits));
   if (absl::Status s = options->Validate(); !s.ok()) {
     return bridge::InvalidField("search", std::string(s.message()));
   }
@@ -361,7 +374,8 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
                                      limits.max_predict_points));
   }
   if (data && x_new.cols() != d) {
-    v.Add("x_new.cols", absl::StrCat("is ", x_new.cols(), " but the dataset has ", d, " column(s)"));
+    v.Add("x_new.cols",
+          absl::StrCat("is ", x_new.cols(), " but the dataset has ", d, " column(s)"));
   }
   if (static_cast<int64_t>(x_new.values_size()) !=
       static_cast<int64_t>(x_new.rows()) * x_new.cols()) {
@@ -393,13 +407,15 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
       }
       for (const std::string& name : names) {
         if (request.hyperparameters().count(name) == 0) {
-          v.Add("hyperparameters", absl::StrCat("missing '", name,
-                                                "' (give every parameter, or none to fit them)"));
+          v.Add("hyperparameters",
+                absl::StrCat("missing '", name, "' (give every parameter, or none to fit them)"));
         }
       }
     }
   }
-  if (data) CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(), "fit", v);
+  if (data)
+    CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(),
+                        "fit", v);
   if (!v1::FitObjective_IsValid(request.objective())) {
     v.Add("objective", absl::StrCat("unknown objective ", request.objective(),
                                     " (1 = maximum likelihood, 2 = maximum a posteriori)"));
@@ -419,6 +435,7 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
                               ? FitObjective::kMaximumLikelihood
                               : FitObjective::kMaximumAPosteriori;
   bridge::ApplyFitSettings(*fit, &out.options.fit);
+  out.options.components = request.components();
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
@@ -460,22 +477,58 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
   if (!std::isfinite(o.max_seconds()) || o.max_seconds() < 0) {
     v.Add("options.max_seconds", "must be finite and >= 0");
   }
+  if (!v1::EvidenceMethod_IsValid(o.method())) {
+    v.Add("options.method",
+          absl::StrCat("unknown value ", o.method(), " (expected NESTED, IMPORTANCE or AUTO)"));
+  }
+  const v1::ImportanceSamplingOptions& is = o.importance();
+  if (!std::isfinite(is.target_error()) || is.target_error() < 0) {
+    v.Add("options.importance.target_error", "must be finite and >= 0 (0 = default)");
+  }
+  if (is.max_samples() < 0 || is.max_samples() > limits.max_likelihood_calls) {
+    v.Add("options.importance.max_samples",
+          absl::StrCat("must be in [0, ", limits.max_likelihood_calls, "] (0 = default)"));
+  }
+  if (is.initial_samples() < 0 || is.initial_samples() > limits.max_likelihood_calls) {
+    v.Add("options.importance.initial_samples",
+          absl::StrCat("must be in [0, ", limits.max_likelihood_calls, "] (0 = default)"));
+  }
+  if (!(is.prior_share() >= 0 && is.prior_share() < 1)) {
+    v.Add("options.importance.prior_share", "must be in [0, 1) (0 = default)");
+  }
+  if (is.student_t_dof() < 0 || is.student_t_dof() > 1000) {
+    v.Add("options.importance.student_t_dof", "must be in [0, 1000] (0 = default)");
+  }
+  if (!std::isfinite(is.covariance_inflation()) || is.covariance_inflation() < 0) {
+    v.Add("options.importance.covariance_inflation", "must be finite and >= 0 (0 = default)");
+  }
+  if (is.mode_search_restarts() < 0 || is.mode_search_restarts() > limits.max_restarts) {
+    v.Add("options.importance.mode_search_restarts",
+          absl::StrCat("must be in [0, ", limits.max_restarts, "] (0 = default)"));
+  }
+  if (o.threads() < 0) v.Add("options.threads", "must not be negative");
+  if (o.runs() < 0 || o.runs() > 256) v.Add("options.runs", "must be in [0, 256] (0 = 1)");
   if (request.request_id().size() > 256) v.Add("request_id", "is longer than 256 characters");
   v.AddAll(bridge::FitSettingsFromProto(o.fit(), "options.fit").status());
   CheckFitOptions(o.fit(), "options.fit", limits, /*check_fitting=*/false, v);
   if (kernel) CheckParameterNames(o.fit(), "options.fit", {{"kernel", *kernel}}, v);
-  if (data) CheckStandardizable(*data, !o.fit().has_standardize() || o.fit().standardize(), "options.fit", v);
+  if (data)
+    CheckStandardizable(*data, !o.fit().has_standardize() || o.fit().standardize(), "options.fit",
+                        v);
   if (!v.empty()) return v.ToStatus();
 
   ValidEvidence out;
   out.data = *std::move(data);
   out.kernel = *std::move(kernel);
   out.options = bridge::FromProto(o);
+  out.options.importance.threads =
+      std::min(out.options.importance.threads, MaxRequestThreads(limits));
+  out.options.sampling.threads = std::min(out.options.sampling.threads, MaxRequestThreads(limits));
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("options", std::string(s.message()));
   }
-  if (absl::Status s = CheckMemoryBudget(
-          EstimateEvidenceMemory(out.data, out.kernel, out.options), limits);
+  if (absl::Status s =
+          CheckMemoryBudget(EstimateEvidenceMemory(out.data, out.kernel, out.options), limits);
       !s.ok()) {
     return s;
   }

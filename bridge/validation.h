@@ -40,7 +40,8 @@ struct ServiceLimits {
   int max_iterations = 10000;         // fit.max_iterations
   int max_search_depth = 6;           // SearchRequest.max_depth
   int max_beam_width = 16;            // SearchRequest.beam_width
-  int max_search_threads = 0;         // SearchRequest.threads cap; 0 = hardware threads
+  // Cap on SearchRequest.threads and EvidenceOptions.importance.threads; 0 = hardware threads.
+  int max_search_threads = 0;
   int max_live_points = 5000;         // EvidenceOptions.live_points
   int64_t max_likelihood_calls = 20'000'000;  // EvidenceOptions.max_likelihood_calls
   int max_predict_points = 100000;    // PredictRequest.x_new rows

@@ -29,6 +29,10 @@ constexpr Command kCommands[] = {
      "print every prior of a kernel in natural units with its 95% interval (in x's units; with "
      "--data, beside the data's own scales)",
      gpsel::cli::SetupPriors},
+    {"report",
+     "pictures and words for the kernel the data supports: report.html and SVG/PNG figures "
+     "(fit, components, search, metrics, Laplace vs samples, residuals)",
+     gpsel::cli::SetupReport},
     {"jobs", "list, show, wait for or cancel jobs on a gpsel-server", gpsel::cli::SetupJobs},
     {"health", "check a gpsel-server (exit 0 only when SERVING)", gpsel::cli::SetupHealth},
 };

@@ -32,6 +32,7 @@ struct PredictFlags {
   std::vector<std::string> hyperparameters;  // NAME=VALUE
   std::string objective = "map";
   std::string format = "table";  // table | csv | json
+  bool components = false;
 };
 
 // "START:STOP:N" → N evenly spaced 1-D inputs.
@@ -142,6 +143,7 @@ int RunPredict(const PredictFlags& flags) {
   absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
   if (!scale_x.ok()) return ReportError(scale_x.status());
   options.fit.scale_x = *scale_x;
+  options.components = flags.components;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
@@ -173,6 +175,9 @@ CommandRunner SetupPredict(CLI::App& sub) {
   sub.add_option("--at", flags->at_path,
                  "CSV of new inputs, d columns, optional header (- for stdin)");
   sub.add_option("--grid", flags->grid, "1-D grid START:STOP:N of new inputs");
+  sub.add_flag("--components", flags->components,
+               "also the posterior of each summand of the kernel (JSON: PredictResponse "
+               "components)");
   sub.add_option("--hyperparameter", flags->hyperparameters,
                  "natural value NAME=VALUE of every parameter (default: fit them)");
   sub.add_option("--objective", flags->objective, "fit used when none are given: map or mll")

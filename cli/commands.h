@@ -17,6 +17,7 @@ CommandRunner SetupSearch(CLI::App& sub);    // cli_search.cc
 CommandRunner SetupEvidence(CLI::App& sub);  // cli_evidence.cc
 CommandRunner SetupPredict(CLI::App& sub);   // cli_predict.cc
 CommandRunner SetupPriors(CLI::App& sub);    // cli_priors.cc
+CommandRunner SetupReport(CLI::App& sub);    // cli_report.cc
 CommandRunner SetupJobs(CLI::App& sub);      // cli_jobs.cc
 CommandRunner SetupHealth(CLI::App& sub);    // cli_health.cc
 

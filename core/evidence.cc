@@ -1,34 +1,286 @@
-// GP log evidence: the GP likelihood plugged into the generic nested sampler.
+// GP log evidence: the GP likelihood plugged into nested sampling, or into importance sampling
+// from the Laplace approximations of the posterior modes that a mode search finds.
 #include "core/evidence.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <limits>
+#include <utility>
 
+#include "Eigen/Eigenvalues"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/gp_model.h"
+#include "core/data_starts.h"
+#include "core/fit.h"
 #include "core/instrumentation.h"
 #include "core/prepared_model.h"
 
 namespace gpsel {
 
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Parameter-block swaps that map the model onto itself: for every + or * node, each pair of
+// adjacent identical operands (canonical order puts equal operands side by side), as the
+// [begin, end) ranges of their parameters in the model's full parameter order (leaves in
+// canonical order, BaseKernelParameterNames each; core/hyperparameters.h).
+struct BlockSwap {
+  int first_begin = 0, second_begin = 0, length = 0;
+};
+void CollectBlockSwaps(const KernelExpr& expr, int& offset, std::vector<BlockSwap>& swaps) {
+  if (expr.is_base()) {
+    offset += static_cast<int>(BaseKernelParameterNames(expr.base).size());
+    return;
+  }
+  std::vector<int> begins;
+  for (const KernelExpr& operand : expr.operands) {
+    begins.push_back(offset);
+    CollectBlockSwaps(operand, offset, swaps);
+  }
+  begins.push_back(offset);
+  for (size_t i = 0; i + 1 < expr.operands.size(); ++i) {
+    if (expr.operands[i] == expr.operands[i + 1]) {
+      swaps.push_back({begins[i], begins[i + 1], begins[i + 1] - begins[i]});
+    }
+  }
+}
+
+// A candidate start of the mode search with its origin.
+struct Candidate {
+  Eigen::VectorXd raw;
+  double value = -kInf;
+  std::string origin;
+};
+
+// The Laplace covariance at a maximum of the log posterior: the inverse of H = −∇² with its
+// eigenvalues raised to at least the smallest prior precision, so that no direction of the
+// proposal is wider than the prior (where the likelihood is flat, or the point is not quite a
+// maximum).
+Eigen::MatrixXd LaplaceCovariance(const Eigen::MatrixXd& objective_hessian,
+                                  const Eigen::VectorXd& prior_sd) {
+  const Eigen::MatrixXd h = -0.5 * (objective_hessian + objective_hessian.transpose());
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(h);
+  const double floor = 1.0 / prior_sd.array().square().maxCoeff();
+  const Eigen::VectorXd inverse = eigen.eigenvalues().cwiseMax(floor).cwiseInverse();
+  return eigen.eigenvectors() * inverse.asDiagonal() * eigen.eigenvectors().transpose();
+}
+
+}  // namespace
+
+std::string_view EvidenceMethodName(EvidenceMethod method) {
+  switch (method) {
+    case EvidenceMethod::kNested:
+      return "nested";
+    case EvidenceMethod::kImportance:
+      return "importance";
+    case EvidenceMethod::kAuto:
+      return "auto";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<EvidenceMethod> ParseEvidenceMethod(std::string_view text, std::string_view field) {
+  const std::string lower = absl::AsciiStrToLower(std::string(text));
+  if (lower == "nested" || lower == "ns") return EvidenceMethod::kNested;
+  if (lower == "importance" || lower == "is") return EvidenceMethod::kImportance;
+  if (lower == "auto") return EvidenceMethod::kAuto;
+  return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": unknown evidence method '",
+                                                 std::string(text),
+                                                 "' (expected nested, importance or auto)"));
+}
+
+absl::Status ModeSearchOptions::Validate() const {
+  if (restarts < 1 || restarts > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode_search.restarts: must be in [1, 1000], got ", restarts));
+  }
+  if (!(max_log_mass_gap > 0) || !std::isfinite(max_log_mass_gap)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mode_search.max_log_mass_gap: must be a positive number of nats, got ", max_log_mass_gap));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EvidenceOptions::Validate() const {
   if (absl::Status s = sampling.Validate(); !s.ok()) return s;
+  if (absl::Status s = importance.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("importance.", s.message()));
+  }
+  if (absl::Status s = mode_search.Validate(); !s.ok()) return s;
   if (absl::Status s = scale_x.Validate(); !s.ok()) return s;
   return hyperparameters.Validate();
 }
 
 std::string EvidenceResult::Summary() const {
-  return absl::StrFormat("kernel %s: n = %d, u = %d, y %s\n%s", kernel, num_points,
-                         num_hyperparameters,
-                         standardized ? "standardised" : "as given (not standardised)",
-                         sampling.Summary());
+  std::string text = absl::StrFormat(
+      "kernel %s: n = %d, u = %d, y %s\nlog Z = %.4f ± %.4f by %s (%s); %d likelihood calls, "
+      "%.2f s",
+      kernel, num_points, num_hyperparameters,
+      standardized ? "standardised" : "as given (not standardised)", log_evidence,
+      log_evidence_error, EvidenceMethodName(method), method_reason, likelihood_calls, seconds);
+  if (importance.has_value()) absl::StrAppend(&text, "\n", importance->Summary());
+  if (sampling.has_value()) absl::StrAppend(&text, "\n", sampling->Summary());
+  return text;
+}
+
+absl::StatusOr<std::vector<ProposalMode>> FindPosteriorModes(
+    const GpModel& model, const KernelExpr& kernel, const ModeSearchOptions& options, uint64_t seed,
+    int threads, const ProgressCallback& progress, int64_t* evaluations) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const int u = model.num_free();
+  const std::vector<std::string> names = model.free_names();
+  FitOptions fit;
+  fit.restarts = options.restarts;
+  fit.seed = seed;
+  fit.threads = threads;
+  if (options.data_informed_starts) fit.extra_starts = DataInformedStarts(model);
+  absl::StatusOr<FitResult> first =
+      FitHyperparameters(model, FitObjective::kMaximumAPosteriori, fit, progress);
+  if (!first.ok()) return first.status();
+  *evaluations += first->evaluations;
+
+  std::vector<Candidate> candidates;
+  auto add_ends = [&](const FitResult& result, const std::string& round) {
+    candidates.push_back({result.raw, result.objective_value, absl::StrCat(round, " winner")});
+    for (size_t k = 0; k < result.start_ends.size(); ++k) {
+      const FitResult::StartEnd& end = result.start_ends[k];
+      if (!end.ok || end.value < result.objective_value - options.max_log_mass_gap) continue;
+      candidates.push_back(
+          {end.raw, end.value,
+           absl::StrCat(round, " start ", k, " (", std::string(StartKindName(end.kind)),
+                        end.origin.empty() ? "" : ": ", end.origin, ")")});
+    }
+  };
+  add_ends(*first, "MAP fit");
+
+  // Second round: period aliases and mirror images of the first round's optima, climbed by
+  // L-BFGS as extra starts of one more fit (with one prior draw of a new seed).
+  std::vector<StartPoint> second_starts;
+  std::vector<int> period_index;
+  for (int i = 0; i < u; ++i) {
+    if (absl::EndsWith(names[i], ".period")) period_index.push_back(i);
+  }
+  std::vector<BlockSwap> swaps;
+  if (options.mirror_modes) {
+    int offset = 0;
+    CollectBlockSwaps(kernel, offset, swaps);
+  }
+  // Full parameter index → free index (−1 when fixed), by name.
+  absl::StatusOr<std::vector<HyperparameterInfo>> all =
+      DescribeHyperparameters(kernel, HyperparameterSettings{});
+  std::vector<int> free_of_full;
+  if (all.ok()) {
+    for (const HyperparameterInfo& info : *all) {
+      const auto it = std::find(names.begin(), names.end(), info.name);
+      free_of_full.push_back(it == names.end() ? -1 : static_cast<int>(it - names.begin()));
+    }
+  }
+  for (const Candidate& c : candidates) {
+    if (options.period_aliases) {
+      for (int i : period_index) {
+        const double period = Softplus(c.raw[i]);
+        for (double factor : {2.0, 0.5}) {
+          StartPoint start;
+          start.raw = c.raw;
+          start.raw[i] = InverseSoftplus(period * factor);
+          start.kind = StartKind::kGiven;
+          start.origin = absl::StrFormat("period alias %s×%g of %s", names[i], factor, c.origin);
+          second_starts.push_back(std::move(start));
+        }
+      }
+    }
+    for (const BlockSwap& swap : swaps) {
+      StartPoint start;
+      start.raw = c.raw;
+      bool swappable = true;
+      for (int k = 0; k < swap.length; ++k) {
+        const int a = free_of_full[swap.first_begin + k];
+        const int b = free_of_full[swap.second_begin + k];
+        if (a < 0 || b < 0) {
+          swappable = false;  // a fixed parameter in one block: no exact mirror
+          break;
+        }
+        std::swap(start.raw[a], start.raw[b]);
+      }
+      if (!swappable) continue;
+      start.kind = StartKind::kGiven;
+      start.origin = absl::StrCat("mirror of ", c.origin);
+      second_starts.push_back(std::move(start));
+    }
+  }
+  if (!second_starts.empty()) {
+    FitOptions again = fit;
+    again.restarts = 1;
+    again.seed = seed + 1;
+    again.extra_starts = std::move(second_starts);
+    absl::StatusOr<FitResult> second =
+        FitHyperparameters(model, FitObjective::kMaximumAPosteriori, again, progress);
+    if (!second.ok()) return second.status();
+    *evaluations += second->evaluations;
+    add_ends(*second, "alias/mirror fit");
+  }
+
+  // Polish the candidates, best first, into distinct stationary maxima. Two points are the same
+  // mode when one lies within 0.1 sd of the other under that mode's Laplace covariance.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.value > b.value; });
+  std::vector<ProposalMode> modes;
+  std::vector<Eigen::MatrixXd> precisions;
+  auto same_as_known = [&](const Eigen::VectorXd& raw) {
+    for (size_t m = 0; m < modes.size(); ++m) {
+      const Eigen::VectorXd d = raw - modes[m].mean;
+      if (d.dot(precisions[m] * d) < 0.01) return true;
+    }
+    return false;
+  };
+  const Eigen::VectorXd prior_sd = model.prior_sd();
+  for (const Candidate& c : candidates) {
+    if (same_as_known(c.raw)) continue;
+    absl::StatusOr<LocalMaximum> top =
+        PolishToLocalMaximum(model, FitObjective::kMaximumAPosteriori, c.raw, fit, progress);
+    if (!top.ok()) {
+      if (absl::IsFailedPrecondition(top.status())) continue;  // no Hessian there: skip
+      return top.status();
+    }
+    *evaluations += top->evaluations;
+    if (same_as_known(top->raw)) continue;
+    ProposalMode mode;
+    mode.mean = top->raw;
+    mode.covariance = LaplaceCovariance(top->derivatives.hessian, prior_sd);
+    mode.log_posterior = top->value;
+    mode.log_laplace_mass = LogLaplaceMass(top->value, mode.covariance);
+    mode.origin = c.origin;
+    if (!std::isfinite(mode.log_laplace_mass)) continue;
+    precisions.push_back(mode.covariance.inverse());
+    modes.push_back(std::move(mode));
+  }
+  if (modes.empty()) {
+    return absl::FailedPreconditionError(
+        "mode search: no start reached a maximum of the posterior with a finite Hessian");
+  }
+  std::stable_sort(modes.begin(), modes.end(), [](const ProposalMode& a, const ProposalMode& b) {
+    return a.log_laplace_mass > b.log_laplace_mass;
+  });
+  const double best = modes.front().log_laplace_mass;
+  modes.erase(std::remove_if(modes.begin(), modes.end(),
+                             [&](const ProposalMode& m) {
+                               return m.log_laplace_mass < best - options.max_log_mass_gap;
+                             }),
+              modes.end());
+  return modes;
 }
 
 absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const KernelExpr& kernel,
                                                const EvidenceOptions& options,
                                                const ProgressCallback& progress) {
+  const auto start_time = std::chrono::steady_clock::now();
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  absl::StatusOr<PreparedModel> prepared = PrepareModel(
-      data, kernel, options.standardize, options.scale_x, options.hyperparameters);
+  absl::StatusOr<PreparedModel> prepared =
+      PrepareModel(data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();
   const GpModel& gp = prepared->model;
   const LogLikelihoodFn log_likelihood = [&gp](const Eigen::VectorXd& raw) {
@@ -36,11 +288,8 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
       observer->OnEvidenceLikelihoodCall(gp.num_free());
     }
     absl::StatusOr<double> value = gp.LogLikelihood(raw);
-    return value.ok() ? *value : -std::numeric_limits<double>::infinity();
+    return value.ok() ? *value : -kInf;
   };
-  absl::StatusOr<NestedSamplingResult> sampling = RunNestedSampling(
-      log_likelihood, gp.prior_mean(), gp.prior_sd(), options.sampling, progress);
-  if (!sampling.ok()) return sampling.status();
 
   EvidenceResult result;
   result.kernel = ToString(kernel);
@@ -49,7 +298,46 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
   result.standardized = prepared->standardization.applied;
   result.standardization = prepared->standardization;
   result.parameter_names = gp.free_names();
-  result.sampling = *std::move(sampling);
+
+  bool run_nested = options.method == EvidenceMethod::kNested;
+  if (options.method != EvidenceMethod::kNested) {
+    absl::StatusOr<std::vector<ProposalMode>> modes =
+        FindPosteriorModes(gp, kernel, options.mode_search, options.importance.seed,
+                           options.importance.threads, progress, &result.mode_search_evaluations);
+    if (!modes.ok()) return modes.status();
+    absl::StatusOr<ImportanceSamplingResult> importance = RunImportanceSampling(
+        log_likelihood, gp.prior_mean(), gp.prior_sd(), *modes, options.importance, progress);
+    if (!importance.ok()) return importance.status();
+    result.importance = *std::move(importance);
+    result.likelihood_calls += result.mode_search_evaluations + result.importance->num_samples;
+    result.method = EvidenceMethod::kImportance;
+    result.log_evidence = result.importance->log_evidence;
+    result.log_evidence_error = result.importance->log_evidence_error;
+    if (options.method == EvidenceMethod::kImportance) {
+      result.method_reason = "asked for";
+    } else if (result.importance->reliable) {
+      result.method_reason = absl::StrCat("auto: importance sampling passed its diagnostics (",
+                                          result.importance->reliability, ")");
+    } else {
+      run_nested = true;
+      result.method_reason = absl::StrCat("auto: importance sampling failed its diagnostics (",
+                                          result.importance->reliability, ")");
+    }
+  } else {
+    result.method_reason = "asked for";
+  }
+  if (run_nested) {
+    absl::StatusOr<NestedSamplingResult> sampling = RunNestedSampling(
+        log_likelihood, gp.prior_mean(), gp.prior_sd(), options.sampling, progress);
+    if (!sampling.ok()) return sampling.status();
+    result.sampling = *std::move(sampling);
+    result.likelihood_calls += result.sampling->likelihood_calls;
+    result.method = EvidenceMethod::kNested;
+    result.log_evidence = result.sampling->log_evidence;
+    result.log_evidence_error = result.sampling->log_evidence_error;
+  }
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   return result;
 }
 

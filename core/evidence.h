@@ -1,20 +1,31 @@
-// Log model evidence of a GP kernel on a dataset by nested sampling over the raw
-// hyperparameters: log Z = log ∫ p(y | X, θ) p(θ) dθ with the priors of the paper's appendix (core/hyperparameters.h) — the gold
-// standard the paper judges every other metric against.
+// Log model evidence of a GP kernel on a dataset: log Z = log ∫ p(y | X, θ) p(θ) dθ over the raw
+// hyperparameters with the priors of the paper's appendix (core/hyperparameters.h) — the gold
+// standard the paper judges every other metric against. Two methods:
+//   - nested sampling (core/nested_sampling.h): robust to any posterior shape, costly;
+//   - importance sampling (core/importance_sampling.h) from a Student-t mixture over the posterior
+//     modes, each with its Laplace covariance (the paper's eq. 3), found by a MAP fit's restarts,
+//     the period aliases of each mode and the mirror images of identical sub-kernels: fast where
+//     the Laplace approximations are good, and its Pareto k̂ says when they are not.
+//   `auto` runs importance sampling and falls back to nested sampling when its diagnostics fail.
 //
-//   gpsel::EvidenceOptions options;          // dlogz 0.01, static, seed 0, standardised y
+//   gpsel::EvidenceOptions options;          // nested sampling, dlogz 0.01, seed 0, standardised y
+//   options.method = gpsel::EvidenceMethod::kAuto;
 //   absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(data, kernel, options);
 //   std::cout << e->Summary();
 #ifndef GPSEL_CORE_EVIDENCE_H_
 #define GPSEL_CORE_EVIDENCE_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
+#include "core/gp_model.h"
 #include "core/hyperparameters.h"
+#include "core/importance_sampling.h"
 #include "core/kernel_expr.h"
 #include "core/nested_sampling.h"
 #include "core/progress.h"
@@ -22,11 +33,43 @@
 
 namespace gpsel {
 
+enum class EvidenceMethod {
+  kNested,      // nested sampling
+  kImportance,  // importance sampling from the Laplace approximations of the posterior modes
+  kAuto,        // importance sampling where its diagnostics pass, nested sampling otherwise
+};
+// "nested", "importance", "auto".
+std::string_view EvidenceMethodName(EvidenceMethod method);
+// Reads the names above, and "ns" / "is" as short forms; INVALID_ARGUMENT naming `field`.
+absl::StatusOr<EvidenceMethod> ParseEvidenceMethod(std::string_view text,
+                                                   std::string_view field = "method");
+
+// Where importance sampling looks for posterior modes before it samples.
+struct ModeSearchOptions {
+  int restarts = 8;  // MAP-fit starts drawn from the prior (plus the two data-informed starts)
+  bool data_informed_starts = true;
+  // From every mode with a PER period p, also climb from periods 2p and p/2: a periodic kernel's
+  // posterior often has a mode at a multiple or a fraction of the period.
+  bool period_aliases = true;
+  // Identical sub-kernels under one + or * (C*SE + C*SE) make mirror-image modes with their
+  // parameters swapped; climb from each swap of each mode too.
+  bool mirror_modes = true;
+  // Modes whose Laplace mass is more than this many nats below the largest one are dropped
+  // (their share of the evidence is below e^-gap).
+  double max_log_mass_gap = 20.0;
+  absl::Status Validate() const;
+};
+
 struct EvidenceOptions {
-  NestedSamplingOptions sampling;  // dlogz, nlive, dynamic, seed, caps
-  bool standardize = true;         // standardise y first (the priors assume it)
+  EvidenceMethod method = EvidenceMethod::kNested;
+  NestedSamplingOptions sampling;  // nested sampling: dlogz, nlive, dynamic, seed, caps
+  // Importance sampling: target error, caps, proposal; its seed also seeds the mode search and
+  // its threads also run the mode search's fits.
+  ImportanceSamplingOptions importance;
+  ModeSearchOptions mode_search;
+  bool standardize = true;  // standardise y first (the priors assume it)
   HyperparameterSettings hyperparameters;
-  XScaling scale_x;                // x / factor before modelling, as in ScoreKernel
+  XScaling scale_x;  // x / factor before modelling, as in ScoreKernel
   absl::Status Validate() const;
 };
 
@@ -36,13 +79,32 @@ struct EvidenceResult {
   int num_hyperparameters = 0;
   bool standardized = false;
   Standardization standardization;
-  std::vector<std::string> parameter_names;  // columns of sampling.samples
-  NestedSamplingResult sampling;
+  std::vector<std::string> parameter_names;  // columns of the samples (raw space)
+  // The reported estimate: the method that produced it (kNested or kImportance) and why that
+  // method (asked for, or auto's verdict on the importance-sampling diagnostics).
+  EvidenceMethod method = EvidenceMethod::kNested;
+  std::string method_reason;
+  double log_evidence = 0.0;
+  double log_evidence_error = 0.0;
+  // Each method's own result, when it ran (auto may run both).
+  std::optional<NestedSamplingResult> sampling;
+  std::optional<ImportanceSamplingResult> importance;
+  int64_t mode_search_evaluations = 0;  // likelihood(+gradient) evaluations of the mode search
+  int64_t likelihood_calls = 0;         // every method's, mode search included
+  double seconds = 0.0;                 // wall time of everything
   std::string Summary() const;
 };
 
+// The posterior modes importance sampling proposes from (exposed for tests and reports): the
+// MAP fit's distinct local maxima, their period aliases and mirror images, each polished to a
+// stationary point, with its Laplace covariance, sorted by Laplace mass (largest first).
+absl::StatusOr<std::vector<ProposalMode>> FindPosteriorModes(
+    const GpModel& model, const KernelExpr& kernel, const ModeSearchOptions& options, uint64_t seed,
+    int threads, const ProgressCallback& progress, int64_t* evaluations);
+
 // INVALID_ARGUMENT for bad data/options (before any O(n³) work); the callback's status when
-// cancelled. Points where the covariance is not positive definite have likelihood zero.
+// cancelled; FAILED_PRECONDITION when importance sampling finds no mode. Points where the
+// covariance is not positive definite have likelihood zero.
 absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const KernelExpr& kernel,
                                                const EvidenceOptions& options,
                                                const ProgressCallback& progress = nullptr);

@@ -392,6 +392,32 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
 
 }  // namespace
 
+absl::StatusOr<LocalMaximum> PolishToLocalMaximum(const GpModel& model, FitObjective objective,
+                                                  const Eigen::VectorXd& raw,
+                                                  const FitOptions& options,
+                                                  const ProgressCallback& progress) {
+  absl::StatusOr<double> value = ObjectiveValue(model, objective, raw);
+  if (!value.ok()) return value.status();
+  LocalMaximum result;
+  result.raw = raw;
+  result.value = *value;
+  int iterations = 0;
+  Progress p{objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit", 0.0,
+             "polish"};
+  result.derivatives.value = std::numeric_limits<double>::quiet_NaN();
+  if (absl::Status s = NewtonPolish(model, objective, options, progress, p, result.raw,
+                                    result.value, result.evaluations, iterations,
+                                    &result.derivatives);
+      !s.ok()) {
+    return s;
+  }
+  if (result.derivatives.hessian.size() == 0) {
+    return absl::FailedPreconditionError(
+        "no Hessian at the local maximum (covariance not positive definite there)");
+  }
+  return result;
+}
+
 absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
                                                        FitObjective objective,
                                                        const Eigen::VectorXd& raw,
@@ -564,6 +590,8 @@ class FitRun {
     for (const StartOutcome& outcome : outcomes) {
       result.iterations += outcome.iterations;
       result.evaluations += outcome.evaluations;
+      result.start_ends.push_back(
+          {outcome.raw, outcome.value, outcome.ok, outcome.kind, outcome.origin});
       if (!outcome.ok) continue;
       ++result.successful_restarts;
       best = std::max(best, outcome.value);

@@ -102,6 +102,17 @@ struct FitResult {
   // could not be made (e.g. no free parameter).
   Eigen::MatrixXd objective_hessian;
   double objective_hessian_jitter = 0.0;
+  // Every start's end point in start order (the winner's before its polish): local optima
+  // other than the winner are the other posterior modes that importance-sampling evidence
+  // (core/evidence.h) puts proposal mass on.
+  struct StartEnd {
+    Eigen::VectorXd raw;  // free raw end point
+    double value = 0.0;   // the objective there
+    bool ok = false;      // a finite optimum (else raw/value are meaningless)
+    StartKind kind = StartKind::kPriorDraw;
+    std::string origin;
+  };
+  std::vector<StartEnd> start_ends;
   std::string Summary() const;
 };
 
@@ -116,6 +127,21 @@ absl::StatusOr<LikelihoodHessian> ObjectiveWithHessian(const GpModel& model,
                                                        FitObjective objective,
                                                        const Eigen::VectorXd& raw,
                                                        const ProgressCallback& poll = {});
+
+// A stationary local maximum of the objective near `raw`: the damped Newton polish on the exact
+// Hessian that every fit's winner gets (FitHyperparameters), from `raw` as it is. Returns the
+// point, its objective value and the objective's Hessian there. FAILED_PRECONDITION where K is
+// not positive definite at `raw`; the callback's status when cancelled.
+struct LocalMaximum {
+  Eigen::VectorXd raw;
+  double value = 0.0;
+  LikelihoodHessian derivatives;  // of the objective at `raw`
+  int evaluations = 0;
+};
+absl::StatusOr<LocalMaximum> PolishToLocalMaximum(const GpModel& model, FitObjective objective,
+                                                  const Eigen::VectorXd& raw,
+                                                  const FitOptions& options,
+                                                  const ProgressCallback& progress = nullptr);
 
 // Deterministic per (seed, objective): each start k draws its point from the prior with a
 // generator seeded from (seed, k), so starts are independent of evaluation order.

@@ -192,6 +192,14 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
                              num_new_points * (data.num_dims() + 4));
   std::string breakdown = absl::StrFormat("n = %d, m = %d in blocks of %d", n, num_new_points,
                                           block);
+  if (options.components) {
+    // Each summand's block cross-covariance and solve while the whole kernel's are still held
+    // (a summand has no more nodes than the whole), and two more results per summand.
+    const int64_t summands =
+        kernel.kind == KernelExpr::Kind::kSum ? static_cast<int64_t>(kernel.operands.size()) : 1;
+    bytes += kDouble * (n * block * (evaluation_matrices + 1) + num_new_points * 2 * summands);
+    breakdown += absl::StrFormat(", %d component(s)", summands);
+  }
   if (options.hyperparameters.empty()) {
     // The fit (no Laplace Hessian, but the winner's polish makes one) comes first and is freed.
     ScoreOptions fit = options.fit;
@@ -206,14 +214,38 @@ MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& ker
                                       const EvidenceOptions& options) {
   const int64_t n = data.num_points();
   const int u = ShapeOf(kernel).parameters + 1;
-  const int64_t calls = std::max<int64_t>(options.sampling.max_likelihood_calls, 1);
-  // Every dead point (at most one per call) keeps its position and weights; the importance
-  // points are capped, and their vectors may double once while growing.
-  const int64_t samples = kDouble * calls * (u + 4) +
-                          2 * (kDouble * (u + 1) + 4) * std::min(calls, kImportancePoints);
-  return Make(LikelihoodEvaluationBytes(n, u) + samples,
-              absl::StrFormat("n = %d, u = %d, one likelihood at a time, up to %d samples", n, u,
-                              calls));
+  // Nested sampling: min(threads, runs) runs at once, each one likelihood at a time; every dead
+  // point of every run (at most one per call) keeps its position and weights; a run's
+  // importance points are capped, and their vectors may double once while growing.
+  const NestedSamplingOptions& ns = options.sampling;
+  const int64_t calls = std::max<int64_t>(ns.max_likelihood_calls, 1);
+  const int64_t runs_at_once = std::max(1, std::min(ns.threads, ns.num_runs));
+  const int64_t nested =
+      runs_at_once * LikelihoodEvaluationBytes(n, u) +
+      ns.num_runs * (kDouble * calls * (u + 4) +
+                     2 * (kDouble * (u + 1) + 4) * std::min(calls, kImportancePoints));
+  if (options.method == EvidenceMethod::kNested) {
+    return Make(nested, absl::StrFormat("n = %d, u = %d, %d run(s) of up to %d samples, %d at "
+                                        "once",
+                                        n, u, ns.num_runs, calls, runs_at_once));
+  }
+  // Importance sampling: the mode search's fit (threads starts at once, one Hessian at a time
+  // for the polish), then threads likelihoods at once; every sample keeps its position, log
+  // likelihood, log prior, weight and its density under each of the (at most 1 + max_adaptations)
+  // proposals, and doubles once while growing.
+  const ImportanceSamplingOptions& is = options.importance;
+  const int64_t threads = std::max(1, is.threads);
+  const int64_t importance = threads * LikelihoodEvaluationBytes(n, u) +
+                             LikelihoodHessianBytes(n, kernel) +
+                             2 * kDouble * is.max_samples * (u + 5 + is.max_adaptations);
+  const int64_t bytes =
+      options.method == EvidenceMethod::kAuto ? std::max(nested, importance) : importance;
+  return Make(bytes, absl::StrFormat("n = %d, u = %d, importance sampling on %d threads, up to "
+                                     "%d samples%s",
+                                     n, u, threads, is.max_samples,
+                                     options.method == EvidenceMethod::kAuto
+                                         ? ", or nested sampling if its diagnostics fail"
+                                         : ""));
 }
 
 }  // namespace gpsel

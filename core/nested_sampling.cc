@@ -43,6 +43,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -52,6 +53,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/ellipsoid.h"
+#include "core/thread_pool.h"
 
 namespace gpsel {
 namespace ns_internal {
@@ -906,6 +908,20 @@ absl::StatusOr<NestedSamplingResult> Engine::Run() {
 
 }  // namespace
 
+namespace {
+NestedSamplingResult::Run RunSummary(const NestedSamplingResult& r, uint64_t seed) {
+  NestedSamplingResult::Run run;
+  run.seed = seed;
+  run.log_evidence = r.log_evidence;
+  run.log_evidence_error = r.log_evidence_error;
+  run.likelihood_calls = r.likelihood_calls;
+  run.iterations = r.iterations;
+  run.partial = r.partial;
+  run.seconds = r.seconds;
+  return run;
+}
+}  // namespace
+
 absl::Status NestedSamplingOptions::Validate() const {
   if (num_live < 0) return absl::InvalidArgumentError("options.num_live must be >= 0 (0 = automatic)");
   if (!(dlogz > 0) || !std::isfinite(dlogz)) return absl::InvalidArgumentError("options.dlogz must be finite and > 0");
@@ -923,6 +939,12 @@ absl::Status NestedSamplingOptions::Validate() const {
   if (dynamic && num_bootstrap < 2) {
     return absl::InvalidArgumentError("options.num_bootstrap must be >= 2 for dynamic nested sampling");
   }
+  if (num_runs < 1 || num_runs > 256) {
+    return absl::InvalidArgumentError("options.num_runs must be in [1, 256]");
+  }
+  if (threads < 1 || threads > 1024) {
+    return absl::InvalidArgumentError("options.threads must be in [1, 1024]");
+  }
   return absl::OkStatus();
 }
 
@@ -934,6 +956,11 @@ std::string NestedSamplingResult::Summary() const {
       log_evidence_nested_error, log_evidence_error_bootstrap, information, likelihood_calls,
       iterations, effective_sample_size, num_live);
   if (num_batches > 0) absl::StrAppend(&s, absl::StrFormat(", %d dynamic batches", num_batches));
+  if (runs.size() > 1) {
+    absl::StrAppend(&s, absl::StrFormat(", %d runs merged (spread error ± %.4f)",
+                                        static_cast<int>(runs.size()),
+                                        log_evidence_error_spread));
+  }
   absl::StrAppend(&s, absl::StrFormat(", %.3f s", seconds));
   if (partial) absl::StrAppend(&s, " [partial: ", partial_reason, "]");
   return s;
@@ -964,8 +991,152 @@ absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& lo
     return absl::InvalidArgumentError(absl::StrCat("options.num_live must be 0 or >= u + 2 = ",
                                                    prior_mean.size() + 2));
   }
-  Engine engine(log_likelihood, prior_mean, prior_sd, options, progress);
-  return engine.Run();
+  if (options.num_runs == 1) {
+    Engine engine(log_likelihood, prior_mean, prior_sd, options, progress);
+    absl::StatusOr<NestedSamplingResult> run = engine.Run();
+    if (run.ok()) run->runs = {RunSummary(*run, options.seed)};
+    return run;
+  }
+  // Several runs on a pool: each reports its own fraction; the caller sees their mean.
+  const auto start = std::chrono::steady_clock::now();
+  const int k = options.num_runs;
+  std::vector<absl::StatusOr<NestedSamplingResult>> results(k, absl::UnknownError("not run"));
+  std::vector<double> fractions(k, 0.0);
+  std::mutex progress_mutex;
+  absl::Status stopped;
+  std::unique_ptr<ThreadPool> pool;
+  if (options.threads > 1) pool = std::make_unique<ThreadPool>(std::min(options.threads, k));
+  TaskGroup group(pool.get());
+  for (int run = 0; run < k; ++run) {
+    group.Schedule([&, run] {
+      NestedSamplingOptions one = options;
+      one.num_runs = 1;
+      one.seed = NestedSamplingRunSeed(options.seed, run);
+      const ProgressCallback run_progress = [&, run](const Progress& p) -> absl::Status {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        if (!stopped.ok()) return stopped;
+        if (!progress) return absl::OkStatus();
+        Progress combined = p;
+        if (!p.poll_only) {
+          fractions[run] = std::max(fractions[run], p.fraction);
+          combined.fraction = std::accumulate(fractions.begin(), fractions.end(), 0.0) / k;
+          combined.message = absl::StrCat("run ", run + 1, "/", k, ": ", p.message);
+        }
+        stopped = progress(combined);
+        return stopped;
+      };
+      Engine engine(log_likelihood, prior_mean, prior_sd, one, run_progress);
+      results[run] = engine.Run();
+      if (results[run].ok()) results[run]->runs = {RunSummary(*results[run], one.seed)};
+    });
+  }
+  group.Wait();
+  std::vector<NestedSamplingResult> runs;
+  for (absl::StatusOr<NestedSamplingResult>& r : results) {
+    if (!r.ok()) return r.status();
+    runs.push_back(*std::move(r));
+  }
+  absl::StatusOr<NestedSamplingResult> merged = MergeNestedSamplingRuns(std::move(runs));
+  if (merged.ok()) {
+    merged->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return merged;
+}
+
+uint64_t NestedSamplingRunSeed(uint64_t seed, int run) {
+  if (run == 0) return seed;
+  // SplitMix64 of (seed, run): decorrelated streams for the runs.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+absl::StatusOr<NestedSamplingResult> MergeNestedSamplingRuns(
+    std::vector<NestedSamplingResult> runs) {
+  if (runs.empty()) return absl::InvalidArgumentError("runs: need at least one run to merge");
+  if (runs.size() == 1) return std::move(runs.front());
+  // A fixed order (by seed, then estimate), so that who ran what and in which order is moot.
+  auto key = [](const NestedSamplingResult& r) {
+    return std::make_pair(r.runs.empty() ? 0 : r.runs.front().seed, r.log_evidence);
+  };
+  std::sort(runs.begin(), runs.end(),
+            [&](const NestedSamplingResult& a, const NestedSamplingResult& b) {
+              return key(a) < key(b);
+            });
+  const int k = static_cast<int>(runs.size());
+  // log of the mean of exp(values), and the propagated error Σ_k (Z_k / ΣZ)² σ_k².
+  auto merge = [&](auto value, auto error, double* merged_error) {
+    double top = -kInf;
+    for (const NestedSamplingResult& r : runs) top = std::max(top, value(r));
+    double sum = 0.0;
+    for (const NestedSamplingResult& r : runs) sum += std::exp(value(r) - top);
+    double variance = 0.0;
+    for (const NestedSamplingResult& r : runs) {
+      const double share = std::exp(value(r) - top) / sum;
+      variance += share * share * error(r) * error(r);
+    }
+    *merged_error = std::sqrt(variance);
+    return top + std::log(sum / k);
+  };
+  NestedSamplingResult m;
+  m.log_evidence = merge([](const NestedSamplingResult& r) { return r.log_evidence; },
+                         [](const NestedSamplingResult& r) { return r.log_evidence_error; },
+                         &m.log_evidence_error);
+  m.log_evidence_nested =
+      merge([](const NestedSamplingResult& r) { return r.log_evidence_nested; },
+            [](const NestedSamplingResult& r) { return r.log_evidence_nested_error; },
+            &m.log_evidence_nested_error);
+  merge([](const NestedSamplingResult& r) { return r.log_evidence; },
+        [](const NestedSamplingResult& r) { return r.log_evidence_error_bootstrap; },
+        &m.log_evidence_error_bootstrap);
+  m.log_evidence_estimator = runs.front().log_evidence_estimator;
+  double mean_log_z = 0.0, spread = 0.0;
+  for (const NestedSamplingResult& r : runs) mean_log_z += r.log_evidence / k;
+  for (const NestedSamplingResult& r : runs) {
+    spread += (r.log_evidence - mean_log_z) * (r.log_evidence - mean_log_z) / (k - 1);
+    if (r.log_evidence_estimator != m.log_evidence_estimator) m.log_evidence_estimator = "mixed";
+    m.information += r.information / k;
+    m.likelihood_calls += r.likelihood_calls;
+    m.iterations += r.iterations;
+    m.effective_sample_size += r.effective_sample_size;
+    m.num_live = std::max(m.num_live, r.num_live);
+    m.num_batches += r.num_batches;
+    m.seconds = std::max(m.seconds, r.seconds);
+    if (r.partial) {
+      m.partial = true;
+      if (!m.partial_reason.empty()) absl::StrAppend(&m.partial_reason, "; ");
+      absl::StrAppend(&m.partial_reason, "run seed ", r.runs.empty() ? 0 : r.runs.front().seed,
+                      ": ", r.partial_reason);
+    }
+    m.runs.insert(m.runs.end(), r.runs.begin(), r.runs.end());
+  }
+  m.log_evidence_error_spread = std::sqrt(spread / k);
+  // Pooled samples: run k's posterior weights scaled by its share Z_k / ΣZ.
+  int64_t rows = 0;
+  for (const NestedSamplingResult& r : runs) rows += r.samples.rows();
+  if (rows > 0) {
+    const int d = static_cast<int>(runs.front().samples.cols());
+    m.samples.resize(rows, d);
+    m.log_weights.resize(rows);
+    m.log_likelihoods.resize(rows);
+    double top = -kInf;
+    for (const NestedSamplingResult& r : runs) top = std::max(top, r.log_evidence);
+    double sum = 0.0;
+    for (const NestedSamplingResult& r : runs) sum += std::exp(r.log_evidence - top);
+    int64_t at = 0;
+    for (const NestedSamplingResult& r : runs) {
+      const int64_t n = r.samples.rows();
+      if (n == 0) continue;
+      m.samples.middleRows(at, n) = r.samples;
+      m.log_weights.segment(at, n) =
+          r.log_weights.array() + (r.log_evidence - top - std::log(sum));
+      m.log_likelihoods.segment(at, n) = r.log_likelihoods;
+      at += n;
+    }
+  }
+  return m;
 }
 
 }  // namespace gpsel

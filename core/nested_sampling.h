@@ -1,7 +1,7 @@
 // Nested sampling (Skilling 2006) for the log evidence log Z = log ∫ L(θ) π(θ) dθ over R^u
 // with an independent Gaussian prior π = Π_i Normal(mean_i, sd_i) — the GP hyperparameters in
-// "raw" space (core/hyperparameters.h). Static runs with multi-ellipsoid rejection sampling (MultiNest,
-// Feroz et al. 2009; dynesty, Speagle 2020) in low dimension and slice sampling in high
+// "raw" space (core/hyperparameters.h). Static runs with multi-ellipsoid rejection sampling
+// (MultiNest, Feroz et al. 2009; dynesty, Speagle 2020) in low dimension and slice sampling in high
 // dimension, and dynamic nested sampling (Higson et al. 2019) that adds live points where they
 // reduce the error most until a target error is met.
 //
@@ -12,14 +12,16 @@
 //       gpsel::RunNestedSampling(loglik, prior_mean, prior_sd, options);
 //   if (r.ok()) std::cout << r->Summary() << "\n";   // log Z = -8.03 ± 0.02 ...
 //
-// The likelihood is called from the calling thread only, one point at a time; the same seed gives
-// bit-identical results (unless max_seconds cuts the run short).
+// A run calls the likelihood from one thread, one point at a time; with num_runs > 1 and
+// threads > 1 the runs call it from several threads at once. The same seed (and num_runs) gives
+// bit-identical results whatever the thread count (unless max_seconds cuts a run short).
 #ifndef GPSEL_CORE_NESTED_SAMPLING_H_
 #define GPSEL_CORE_NESTED_SAMPLING_H_
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "Eigen/Core"
 #include "absl/status/status.h"
@@ -68,6 +70,14 @@ struct NestedSamplingOptions {
   // Thread resamplings (Higson et al. 2018) for log_evidence_error_bootstrap; 0 = skip
   // (dynamic runs need >= 2).
   int num_bootstrap = 30;
+  // Independent runs, merged (MergeNestedSamplingRuns): run k uses the seed
+  // NestedSamplingRunSeed(seed, k) (run 0 the seed itself, so one run is today's run), and the
+  // runs go in parallel on `threads` threads. K runs of n live points estimate log Z about √K
+  // times more precisely than one, and their spread is a second, model-free error estimate.
+  int num_runs = 1;
+  // Threads for the runs (at most num_runs are used); the likelihood must then be thread-safe.
+  // The result does not depend on it.
+  int threads = 1;
 
   absl::Status Validate() const;
 };
@@ -92,7 +102,7 @@ struct NestedSamplingResult {
   // KL divergence of posterior from prior, nats.
   double information = 0.0;
   int64_t likelihood_calls = 0;
-  int64_t iterations = 0;  // dead points, including the final live points
+  int64_t iterations = 0;              // dead points, including the final live points
   double effective_sample_size = 0.0;  // Kish ESS of the posterior weights
   int num_live = 0;                    // live points used (per batch)
   int num_batches = 0;                 // dynamic batches added after the baseline
@@ -104,6 +114,20 @@ struct NestedSamplingResult {
   Eigen::MatrixXd samples;
   Eigen::VectorXd log_weights;
   Eigen::VectorXd log_likelihoods;
+  // The runs merged into this result (one entry for a single run) ...
+  struct Run {
+    uint64_t seed = 0;
+    double log_evidence = 0.0;
+    double log_evidence_error = 0.0;
+    int64_t likelihood_calls = 0;
+    int64_t iterations = 0;
+    bool partial = false;
+    double seconds = 0.0;
+  };
+  std::vector<Run> runs;
+  // ... and, for two or more, the standard deviation of their log Z over √K: the error of the
+  // merged log Z read from the spread of the runs alone.
+  double log_evidence_error_spread = 0.0;
 
   std::string Summary() const;
 };
@@ -116,6 +140,19 @@ absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& lo
                                                        const Eigen::VectorXd& prior_sd,
                                                        const NestedSamplingOptions& options,
                                                        const ProgressCallback& progress = nullptr);
+
+// The seed of run k of a multi-run nested sampling with seed `seed` (k = 0: the seed itself).
+uint64_t NestedSamplingRunSeed(uint64_t seed, int run);
+
+// Merges independent runs of the same problem (each a RunNestedSampling result with its `runs`)
+// into one result: Z = the mean of the runs' Z (each estimate is unbiased in Z, so their mean
+// is too), the classic estimate likewise, errors propagated (Var log Ẑ = Σ_k (Z_k / ΣZ)² σ_k²:
+// one run's error over √K for K equal runs), the spread error from the runs' log Z, calls,
+// iterations and batches summed, the information and live points averaged, samples pooled with
+// their weights scaled by Z_k / ΣZ. One run merges into itself unchanged. The result depends
+// only on the runs, not on their order. INVALID_ARGUMENT for no runs.
+absl::StatusOr<NestedSamplingResult> MergeNestedSamplingRuns(
+    std::vector<NestedSamplingResult> runs);
 
 namespace ns_internal {
 // Quantile of the standard normal distribution, p in (0, 1) (relative error ~1e-15).

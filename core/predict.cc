@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/hyperparameters.h"
 #include "core/linalg.h"
 #include "core/prepared_model.h"
 
@@ -38,13 +39,61 @@ std::string PredictResult::Summary() const {
 
 namespace {
 
+// One top-level summand of a kernel as a model of its own, every parameter fixed at the value
+// the whole kernel's parameter of the same leaf has (its noise too, though unused: only its
+// kernel matrices are formed).
+struct SummandModel {
+  KernelExpr kernel;
+  PreparedModel prepared;
+};
+
+// The summands of `kernel` (the kernel itself when it is not a sum). Parameter names are
+// numbered over the whole kernel ("SE#2.lengthscale") but over the summand alone in its own
+// model ("SE.lengthscale"); both lists follow the canonical leaf order and a summand's leaves
+// are a contiguous run of the whole kernel's (DescribeHyperparameters, core/hyperparameters.h),
+// so names are matched by position.
+absl::StatusOr<std::vector<SummandModel>> SummandModels(
+    const Dataset& data, const KernelExpr& kernel,
+    const std::map<std::string, double>& natural_values, bool standardize) {
+  std::vector<KernelExpr> parts;
+  if (kernel.kind == KernelExpr::Kind::kSum) {
+    parts = kernel.operands;
+  } else {
+    parts = {kernel};
+  }
+  absl::StatusOr<std::vector<HyperparameterInfo>> whole = DescribeHyperparameters(kernel, {});
+  if (!whole.ok()) return whole.status();
+  std::vector<SummandModel> out;
+  size_t offset = 0;
+  for (const KernelExpr& part : parts) {
+    absl::StatusOr<std::vector<HyperparameterInfo>> own = DescribeHyperparameters(part, {});
+    if (!own.ok()) return own.status();
+    HyperparameterSettings settings;
+    for (const HyperparameterInfo& info : *own) {
+      const std::string& whole_name =
+          info.name == kNoiseName ? std::string(kNoiseName) : (*whole)[offset++].name;
+      auto it = natural_values.find(whole_name);
+      if (it == natural_values.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("hyperparameters: no value for '", whole_name, "'"));
+      }
+      settings.fixed_values[info.name] = it->second;
+    }
+    absl::StatusOr<PreparedModel> prepared =
+        PrepareModel(data, part, standardize, XScaling{}, settings);
+    if (!prepared.ok()) return prepared.status();
+    out.push_back(SummandModel{part, *std::move(prepared)});
+  }
+  return out;
+}
+
 // Predict, also handing back the standardisation of y it used (when `used` is not null), so that
 // FitAndPredict reports it without computing it again.
 absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr& kernel,
                                            const std::map<std::string, double>& natural_values,
                                            bool standardize, const Eigen::MatrixXd& x_new,
                                            const ProgressCallback& progress, int block_columns,
-                                           Standardization* used) {
+                                           bool components, Standardization* used) {
   if (x_new.cols() != data.x.cols()) {
     return absl::InvalidArgumentError(absl::StrCat("x_new: has ", x_new.cols(),
                                                    " columns, the training inputs have ",
@@ -81,6 +130,20 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
   Prediction p;
   p.mean.resize(m);
   p.variance.resize(m);
+  std::vector<SummandModel> summands;
+  if (components) {
+    absl::StatusOr<std::vector<SummandModel>> built =
+        SummandModels(data, kernel, natural_values, standardize);
+    if (!built.ok()) return built.status();
+    summands = *std::move(built);
+    for (const SummandModel& summand : summands) {
+      PredictionComponent c;
+      c.kernel = ToString(summand.kernel);
+      c.mean.resize(m);
+      c.variance.resize(m);
+      p.components.push_back(std::move(c));
+    }
+  }
   for (Eigen::Index start = 0; start < m; start += block) {
     if (absl::Status s = ReportProgress(
             progress, Progress{"predict", static_cast<double>(start) / m,
@@ -99,6 +162,18 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
       const double prior_var = model.CrossCovariance(none, rows.row(j), rows.row(j))(0, 0);
       p.variance(start + j) = std::max(0.0, prior_var - v.col(j).squaredNorm()) * scale * scale;
     }
+    for (size_t c = 0; c < summands.size(); ++c) {
+      const GpModel& part = summands[c].prepared.model;
+      const Eigen::MatrixXd k_part = part.CrossCovariance(none, data.x, rows);  // K_k(X, x*)
+      PredictionComponent& out = p.components[c];
+      out.mean.segment(start, cols) = (k_part.transpose() * alpha).array() * scale;
+      const Eigen::MatrixXd v_part = cholesky.lower().triangularView<Eigen::Lower>().solve(k_part);
+      for (Eigen::Index j = 0; j < cols; ++j) {
+        const double prior_var = part.CrossCovariance(none, rows.row(j), rows.row(j))(0, 0);
+        out.variance(start + j) =
+            std::max(0.0, prior_var - v_part.col(j).squaredNorm()) * scale * scale;
+      }
+    }
   }
   p.noise_variance = Eigen::VectorXd::Constant(m, noise * scale * scale);
   if (used != nullptr) *used = standardization;
@@ -115,9 +190,10 @@ int64_t PredictBlockColumns(int64_t n) {
 absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel,
                                    const std::map<std::string, double>& natural_values,
                                    bool standardize, const Eigen::MatrixXd& x_new,
-                                   const ProgressCallback& progress, int block_columns) {
-  return PredictAtValues(data, kernel, natural_values, standardize, x_new, progress,
-                         block_columns, /*used=*/nullptr);
+                                   const ProgressCallback& progress, int block_columns,
+                                   bool components) {
+  return PredictAtValues(data, kernel, natural_values, standardize, x_new, progress, block_columns,
+                         components, /*used=*/nullptr);
 }
 
 absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& kernel,
@@ -143,7 +219,7 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
   }
   absl::StatusOr<Prediction> prediction =
       PredictAtValues(data, kernel, out.hyperparameters, options.fit.standardize, x_new, progress,
-                      options.block_columns, &out.standardization);
+                      options.block_columns, options.components, &out.standardization);
   if (!prediction.ok()) return prediction.status();
   out.prediction = *std::move(prediction);
   return out;

@@ -7,11 +7,11 @@
 #ifndef GPSEL_CORE_PREDICT_H_
 #define GPSEL_CORE_PREDICT_H_
 
+#include <Eigen/Dense>
 #include <map>
 #include <optional>
 #include <string>
-
-#include <Eigen/Dense>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,11 +23,25 @@
 
 namespace gpsel {
 
+// The posterior of one summand f_k of an additive kernel k = Σ_k k_k (f = Σ_k f_k, independent
+// GPs a priori), given all of y: with K = K_f + σ²I,
+//   mean_k = K_k(x*, X) K⁻¹ y,   var_k = k_k(x*, x*) − K_k(x*, X) K⁻¹ K_k(X, x*),
+// the decomposition ABCD draws (trend, seasonal, ... of Mauna Loa). On the original y scale
+// without the standardisation's shift: Σ_k mean_k + standardization.mean = Prediction::mean.
+struct PredictionComponent {
+  std::string kernel;  // canonical text of the summand
+  Eigen::VectorXd mean;
+  Eigen::VectorXd variance;  // of f_k alone (its covariance with the others is not kept)
+};
+
 // Posterior predictive at new inputs, on the original y scale.
 struct Prediction {
   Eigen::VectorXd mean;
   Eigen::VectorXd variance;        // of the latent f (noise excluded)
   Eigen::VectorXd noise_variance;  // σ² on the original scale, per point (constant)
+  // With PredictOptions::components: one per top-level summand of the kernel, in the canonical
+  // order (a single one, equal to the whole latent posterior, when the kernel is not a sum).
+  std::vector<PredictionComponent> components;
 };
 
 struct PredictOptions {
@@ -42,6 +56,9 @@ struct PredictOptions {
   // bounded whatever m is, and cancellation is checked between blocks. 0 = automatic:
   // min(kPredictBlockDoubles / n, kPredictBlockFlops / n²) columns, at least one.
   int block_columns = 0;
+  // Also the posterior of each top-level summand (Prediction::components); costs one more
+  // n × block cross-covariance and triangular solve per summand and block.
+  bool components = false;
   absl::Status Validate() const;
 };
 
@@ -76,7 +93,7 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
                                    const std::map<std::string, double>& natural_values,
                                    bool standardize, const Eigen::MatrixXd& x_new,
                                    const ProgressCallback& progress = nullptr,
-                                   int block_columns = 0);
+                                   int block_columns = 0, bool components = false);
 
 }  // namespace gpsel
 

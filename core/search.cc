@@ -378,7 +378,7 @@ CandidateScorer MakeEvidenceScorer(const ScoreOptions& score_options,
     absl::StatusOr<EvidenceResult> result =
         ComputeEvidence(data, kernel, options, request.cancellation);
     if (!result.ok()) return result.status();
-    const NestedSamplingResult* evidence = &result->sampling;
+    const NestedSamplingResult* evidence = &*result->sampling;
     // A run cut short by a cap is not an estimate of log Z; comparing it would mislead.
     if (evidence->partial) {
       return absl::DeadlineExceededError(

@@ -48,13 +48,24 @@ build_packages=(
   postgresql prometheus
   python3 python3-sklearn python3-numpy python3-grpcio python3-protobuf python3-yaml
   openssl docker-compose
+  libplplot-dev plplot-driver-cairo
 )
+# The report's browser test (tests/report/browser_test.sh): headless Chromium and Pillow.
+# GPSEL_WITHOUT_BROWSER=1 (the Docker build stage, which runs no tests) leaves them out.
+browser_packages=(chromium python3-pil)
 runtime_packages=(
   libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libsqlite3-0 libpqxx-6.4 libopenblas0-pthread ca-certificates
+  libplplot17 plplot-driver-cairo
 )
 
+# PLplot draws `gpsel report`'s figures (report/, the CLI only; the server links no plotting):
+# libplplot17 with its cairo driver (pngcairo, svgcairo) is what the gpsel binary needs at run
+# time; README "Reports" says why PLplot.
 if [ "$mode" = runtime ]; then packages=("${runtime_packages[@]}"); else packages=("${build_packages[@]}"); fi
+if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_BROWSER:-}" ]; then
+  packages+=("${browser_packages[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

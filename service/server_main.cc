@@ -5,17 +5,16 @@
 //   gpsel-server --listen 0.0.0.0:50051 --metrics-listen 0.0.0.0:9464 --store sqlite:jobs.db
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "absl/strings/str_cat.h"
-#include "service/server.h"
-#include "core/memory_estimate.h"
 #include "core/linalg.h"
+#include "core/memory_estimate.h"
+#include "service/server.h"
 #include "store/job_store.h"
 
 namespace {
@@ -50,7 +49,8 @@ int main(int argc, char** argv) {
                  "postgresql://USER@HOST/DB")
       ->capture_default_str();
   app.add_option("--workers", options.rpc_workers,
-                 "threads for Score/Search/Predict (0 = one per core)")->capture_default_str();
+                 "threads for Score/Search/Predict (0 = one per core)")
+      ->capture_default_str();
   app.add_option("--max-queued", options.max_queued_rpcs,
                  "requests that may wait for a worker before RESOURCE_EXHAUSTED (-1 = 2 x workers)")
       ->capture_default_str();
@@ -61,27 +61,35 @@ int main(int argc, char** argv) {
                  "seconds a job worker's lease lasts without a heartbeat (crash detection)")
       ->capture_default_str();
   app.add_option("--max-job-attempts", options.max_job_attempts,
-                 "a job whose worker died this many times is marked FAILED")->capture_default_str();
+                 "a job whose worker died this many times is marked FAILED")
+      ->capture_default_str();
   app.add_option("--max-queued-jobs", options.service.max_queued_jobs,
                  "queued jobs before SubmitEvidence fails with RESOURCE_EXHAUSTED (0 = no limit)")
       ->capture_default_str();
   app.add_option("--max-points", limits.max_points, "limit: data points n")->capture_default_str();
   app.add_option("--max-dims", limits.max_dims, "limit: input dimensions d")->capture_default_str();
   app.add_option("--max-expression-length", limits.max_expression_length,
-                 "limit: characters of a kernel expression")->capture_default_str();
+                 "limit: characters of a kernel expression")
+      ->capture_default_str();
   app.add_option("--max-expression-depth", limits.max_expression_depth,
-                 "limit: nesting depth of a kernel expression")->capture_default_str();
+                 "limit: nesting depth of a kernel expression")
+      ->capture_default_str();
   app.add_option("--max-base-kernels", limits.max_base_kernels,
-                 "limit: base kernels in an expression")->capture_default_str();
+                 "limit: base kernels in an expression")
+      ->capture_default_str();
   app.add_option("--max-kernels", limits.max_kernels_per_request,
-                 "limit: kernels in one Score request")->capture_default_str();
-  app.add_option("--max-restarts", limits.max_restarts, "limit: fit restarts")->capture_default_str();
+                 "limit: kernels in one Score request")
+      ->capture_default_str();
+  app.add_option("--max-restarts", limits.max_restarts, "limit: fit restarts")
+      ->capture_default_str();
   app.add_option("--max-search-depth", limits.max_search_depth, "limit: search depth")
       ->capture_default_str();
   app.add_option("--max-beam-width", limits.max_beam_width, "limit: search beam width")
       ->capture_default_str();
-  app.add_option("--max-search-threads", limits.max_search_threads,
-                 "cap on a search's parallel candidates (0 = one per core)")->capture_default_str();
+  app.add_option(
+         "--max-search-threads", limits.max_search_threads,
+         "cap on the threads of one search or importance-sampling evidence job (0 = one per core)")
+      ->capture_default_str();
   app.add_option("--max-live-points", limits.max_live_points, "limit: nested-sampling live points")
       ->capture_default_str();
   app.add_option("--max-message-bytes", limits.max_message_bytes, "limit: gRPC message size")
@@ -89,9 +97,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-iterations", limits.max_iterations, "limit: optimiser iterations per start")
       ->capture_default_str();
   app.add_option("--max-likelihood-calls", limits.max_likelihood_calls,
-                 "limit: likelihood calls of one evidence job")->capture_default_str();
+                 "limit: likelihood calls of one evidence job")
+      ->capture_default_str();
   app.add_option("--max-predict-points", limits.max_predict_points,
-                 "limit: rows of x_new in one Predict")->capture_default_str();
+                 "limit: rows of x_new in one Predict")
+      ->capture_default_str();
   limits.max_request_bytes = gpsel::ServiceLimits::kAutomaticRequestBudget;
   app.add_option("--max-request-bytes", limits.max_request_bytes,
                  "estimated peak memory one request may use, else RESOURCE_EXHAUSTED "
@@ -106,7 +116,8 @@ int main(int argc, char** argv) {
                  "file whose first line is the bearer token clients must send "
                  "(or set GPSEL_AUTH_TOKEN); the health service stays open");
   app.add_option("--shutdown-grace", grace_seconds,
-                 "seconds running calls may take to finish on SIGTERM")->capture_default_str();
+                 "seconds running calls may take to finish on SIGTERM")
+      ->capture_default_str();
   app.add_option("--watch-poll-ms", watch_poll_ms, "how often WatchJob streams look at the store")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -139,8 +150,9 @@ int main(int argc, char** argv) {
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   std::cout << "gpsel-server listening on " << host << ":" << (*server)->port();
   if ((*server)->metrics_port() > 0) {
-    std::cout << ", metrics on " << options.metrics_listen.substr(0, options.metrics_listen.rfind(':'))
-              << ":" << (*server)->metrics_port() << "/metrics";
+    std::cout << ", metrics on "
+              << options.metrics_listen.substr(0, options.metrics_listen.rfind(':')) << ":"
+              << (*server)->metrics_port() << "/metrics";
   }
   std::cout << ", store " << gpsel::RedactStoreUrl(options.store_url)
             << (options.service.auth_token.empty() ? "" : ", token auth")

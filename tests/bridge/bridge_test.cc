@@ -149,10 +149,36 @@ TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
   options.standardize = false;
   options.hyperparameters.fixed_values["noise"] = 0.2;
   options.scale_x = *ParseXScaling("auto");
+  options.method = EvidenceMethod::kAuto;
+  options.importance.target_error = 0.05;
+  options.importance.max_samples = 9999;
+  options.importance.initial_samples = 500;
+  options.importance.prior_share = 0.2;
+  options.importance.student_t_dof = 3;
+  options.importance.covariance_inflation = 1.7;
+  options.importance.threads = 2;
+  options.sampling.threads = 2;
+  options.sampling.num_runs = 3;
+  options.mode_search.restarts = 12;
   const v1::SubmitEvidenceRequest request =
       bridge::SubmitEvidenceRequestOf(Example(), Kernel("SE"), options);
   EXPECT_EQ(request.kernel(), "SE");
   const EvidenceOptions back = bridge::FromProto(request.options());
+  EXPECT_EQ(back.method, EvidenceMethod::kAuto);
+  EXPECT_EQ(back.importance.target_error, 0.05);
+  EXPECT_EQ(back.importance.max_samples, 9999);
+  EXPECT_EQ(back.importance.initial_samples, 500);
+  EXPECT_EQ(back.importance.prior_share, 0.2);
+  EXPECT_EQ(back.importance.student_t_dof, 3);
+  EXPECT_EQ(back.importance.covariance_inflation, 1.7);
+  EXPECT_EQ(back.importance.threads, 2);
+  EXPECT_EQ(back.sampling.threads, 2);
+  EXPECT_EQ(back.sampling.num_runs, 3);
+  EXPECT_EQ(back.mode_search.restarts, 12);
+  // One seed, one time cap and one samples flag for both methods.
+  EXPECT_EQ(back.importance.seed, 9u);
+  EXPECT_EQ(back.importance.max_seconds, 4.5);
+  EXPECT_TRUE(back.importance.return_samples);
   EXPECT_EQ(back.sampling.num_live, 77);
   EXPECT_EQ(back.sampling.max_likelihood_calls, 12345);
   EXPECT_TRUE(back.sampling.dynamic);
@@ -170,6 +196,7 @@ TEST(BridgeRoundTripTest, PredictRequestThroughValidation) {
   options.fit.hyperparameters.fixed_values.clear();
   options.fit.metrics.clear();
   options.fit.laplace_r.clear();
+  options.components = true;
   const Eigen::MatrixXd x_new = Eigen::VectorXd::LinSpaced(4, 0.0, 1.0);
   const v1::PredictRequest request =
       bridge::PredictRequestOf(Example(), Kernel("SE"), x_new, options);
@@ -179,6 +206,7 @@ TEST(BridgeRoundTripTest, PredictRequestThroughValidation) {
   EXPECT_EQ(valid->options.objective, FitObjective::kMaximumLikelihood);
   EXPECT_EQ(valid->options.fit.fit.restarts, 7);
   EXPECT_EQ(valid->options.fit.scale_x.factor, 2.5);
+  EXPECT_TRUE(valid->options.components);
   const v1::PredictRequest again =
       bridge::PredictRequestOf(valid->data, valid->kernel, valid->x_new, valid->options);
   EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
@@ -228,6 +256,27 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   EXPECT_EQ(response.mean(1), predicted->prediction.mean(1));
   EXPECT_TRUE(response.has_fit());
   EXPECT_EQ(response.kernel(), "SE");
+  EXPECT_EQ(response.components_size(), 0);
+
+  // The summands' posteriors (PredictOptions::components) cross bit for bit, in order.
+  predict_options.components = true;
+  predicted = FitAndPredict(data, Kernel("SE + LIN"), Eigen::VectorXd::LinSpaced(3, 0.0, 1.0),
+                            predict_options);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  ASSERT_EQ(predicted->prediction.components.size(), 2u);
+  ExpectStableRoundTrip<PredictResult, v1::PredictResponse>(*predicted);
+  v1::PredictResponse with_components;
+  bridge::ToProto(*predicted, &with_components);
+  EXPECT_EQ(with_components.components(1).kernel(), "SE");
+  const PredictResult predicted_back = bridge::FromProto(with_components);
+  ASSERT_EQ(predicted_back.prediction.components.size(), 2u);
+  for (size_t c = 0; c < 2; ++c) {
+    const PredictionComponent& sent = predicted->prediction.components[c];
+    const PredictionComponent& got = predicted_back.prediction.components[c];
+    EXPECT_EQ(got.kernel, sent.kernel);
+    EXPECT_EQ(got.mean, sent.mean);
+    EXPECT_EQ(got.variance, sent.variance);
+  }
 
   EvidenceOptions evidence_options;
   evidence_options.standardize = false;
@@ -237,6 +286,43 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   absl::StatusOr<EvidenceResult> evidence = ComputeEvidence(data, Kernel("SE"), evidence_options);
   ASSERT_TRUE(evidence.ok());
   ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*evidence);
+  evidence_options.sampling.num_runs = 3;
+  absl::StatusOr<EvidenceResult> three_runs =
+      ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(three_runs.ok()) << three_runs.status();
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*three_runs);
+  v1::EvidenceResult three_message;
+  bridge::ToProto(*three_runs, &three_message);
+  EXPECT_EQ(three_message.runs_size(), 3);
+  EXPECT_GT(three_message.log_evidence_error_spread(), 0.0);
+  evidence_options.sampling.num_runs = 1;
+  // Importance sampling, and auto falling back to nested sampling (both results present).
+  evidence_options.method = EvidenceMethod::kImportance;
+  evidence_options.importance.return_samples = true;
+  absl::StatusOr<EvidenceResult> importance =
+      ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(importance.ok()) << importance.status();
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*importance);
+  v1::EvidenceResult importance_message;
+  bridge::ToProto(*importance, &importance_message);
+  EXPECT_EQ(importance_message.method(), v1::EVIDENCE_METHOD_IMPORTANCE);
+  EXPECT_EQ(importance_message.log_evidence(), importance->importance->log_evidence);
+  EXPECT_GT(importance_message.importance().modes_size(), 0);
+  EXPECT_GT(importance_message.samples().rows(), 0);
+  evidence_options.method = EvidenceMethod::kAuto;
+  evidence_options.importance.covariance_inflation = 0.01;  // fails its diagnostics
+  evidence_options.importance.initial_samples = 200;
+  evidence_options.importance.max_samples = 400;
+  absl::StatusOr<EvidenceResult> fallback = ComputeEvidence(data, Kernel("SE"), evidence_options);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  ASSERT_TRUE(fallback->importance.has_value() && fallback->sampling.has_value());
+  ExpectStableRoundTrip<EvidenceResult, v1::EvidenceResult>(*fallback);
+  const EvidenceResult fallback_back = [&] {
+    v1::EvidenceResult m;
+    bridge::ToProto(*fallback, &m);
+    return bridge::FromProto(m);
+  }();
+  EXPECT_EQ(fallback_back.sampling->likelihood_calls, fallback->sampling->likelihood_calls);
 
   SearchOptions search_options;
   search_options.base_kernels = {Kernel("SE"), Kernel("LIN")};

@@ -232,6 +232,8 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
       {"search", "search --data " + kExample + " --base SE,LIN --depth 1 --threads 1 --json"},
       {"evidence", "evidence --data " + kExample +
                        " --kernel SE --no-standardize --nlive 50 --dlogz 0.5 --json"},
+      {"evidence_is", "evidence --data " + kExample +
+                          " --kernel SE --no-standardize --method is --samples --json"},
       {"predict", "predict --data " + kExample + " --kernel SE --grid 0:1:3 --json"},
       {"predict_given", "predict --data " + kExample +
                             " --kernel SE --grid 0:1:3 --hyperparameter SE.lengthscale=1"
@@ -247,6 +249,27 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
     EXPECT_EQ(run.out.find("numHyperparameters"), std::string::npos);
     EXPECT_EQ(run.out.find("logLikelihood"), std::string::npos);
   }
+}
+
+// `evidence --method`: importance sampling and auto print the method, its diagnostics and the
+// modes; an unknown method is a usage error naming the flag.
+TEST(CliTest, EvidenceMethods) {
+  const std::string args = "evidence --data " + kExample + " --kernel SE --no-standardize --seed 3";
+  CliRun is = RunGpsel(args + " --method is");
+  ASSERT_EQ(is.exit_code, 0) << is.err;
+  EXPECT_THAT(is.out, testing::HasSubstr("by importance (asked for)"));
+  EXPECT_THAT(is.out, testing::HasSubstr("Pareto k"));
+  EXPECT_THAT(is.out, testing::HasSubstr("MAP fit"));
+  CliRun automatic = RunGpsel(args + " --method auto --json");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  nlohmann::json j = nlohmann::json::parse(automatic.out);
+  EXPECT_EQ(j["method"], "EVIDENCE_METHOD_IMPORTANCE");
+  EXPECT_THAT(j["method_reason"].get<std::string>(), testing::HasSubstr("passed"));
+  EXPECT_NEAR(j["log_evidence"].get<double>(), -8.032, 0.06);
+  CliRun bad = RunGpsel(args + " --method mcmc");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("--method"));
+  EXPECT_EQ(RunGpsel(args + " --method is --target-error -1").exit_code, 2);
 }
 
 TEST(CliTest, DataFromStdinAndPredictCsv) {
@@ -284,6 +307,58 @@ TEST(CliTest, DataFromStdinAndPredictCsv) {
   EXPECT_EQ(RunGpsel(args + " --format xml").exit_code, 2);
   // Connection flags without --server are a usage error, not silently ignored.
   EXPECT_EQ(RunGpsel(args + " --tls").exit_code, 2);
+}
+
+// ---- gpsel report ----------------------------------------------------------------------------
+
+TEST(CliReportTest, WritesThePageAndFiguresOfTheChosenKernel) {
+  const std::string out = testing::TempDir() + "/report_" + std::to_string(getpid());
+  CliRun run =
+      RunGpsel("report --data " + kExample +
+               " --kernel SE --kernel 'SE+LIN' --no-standardize --restarts 2 --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // The choice by lap0 is the one `score` makes with the same flags.
+  CliRun score = RunGpsel("score --data " + kExample +
+                          " --kernel SE --kernel 'SE+LIN' --no-standardize --restarts 2 --json");
+  ASSERT_EQ(score.exit_code, 0);
+  nlohmann::json j = nlohmann::json::parse(score.out);
+  const auto& a = j["scores"][0];
+  const auto& b = j["scores"][1];
+  const std::string best = a["metrics"]["lap0"].get<double>() >= b["metrics"]["lap0"].get<double>()
+                               ? a["kernel"].get<std::string>()
+                               : b["kernel"].get<std::string>();
+  EXPECT_THAT(run.out, testing::HasSubstr("chosen kernel " + best + ":"));
+  std::ifstream html(out + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, testing::HasSubstr("<code id=\"chosen-kernel\">" + best + "</code>"));
+  for (const char* id : {"fit", "metrics", "residuals"}) {
+    EXPECT_TRUE(std::ifstream(out + "/" + id + ".svg").good()) << id;
+    EXPECT_TRUE(std::ifstream(out + "/" + id + ".png").good()) << id;
+  }
+  // Given kernels, no search and no evidence: those figures are left out, and the page says so.
+  EXPECT_THAT(page, testing::HasSubstr("search: the kernels were given"));
+}
+
+TEST(CliReportTest, BadFlagsExitWithCodeTwoAndAMessage) {
+  const std::string out = " --out " + testing::TempDir() + "/report_bad";
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"report --data " + kExample + out, "give --kernel EXPR (repeatable) or --search"},
+      {"report --data " + kExample + " --kernel SE", "--out"},
+      {"report --data " + kExample + " --kernel SE --metric foo" + out, "--metric"},
+      {"report --data " + kExample + " --kernel SE --pair a" + out, "--pair"},
+      {"report --data " + kExample + " --kernel SE --json" + out, "--json"},  // not an option
+      {"report --data " + kExample + " --kernel 'SE+' " + out, "kernel expression"},
+      {"report --data " + kExample + " --kernel SE --width 10" + out, "--width"},
+      {"report --data " + kExample + " --search --depth 0" + out, "max_depth"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    CliRun run = RunGpsel(c.args);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.err, testing::HasSubstr(c.message));
+  }
 }
 
 }  // namespace

@@ -74,6 +74,20 @@ TEST(MemoryEstimateTest, PredictIsBoundedWhateverM) {
             EstimateScoreMemory(data, {kernel}, options.fit).bytes);
 }
 
+TEST(MemoryEstimateTest, PredictComponentsCountAnotherBlockAndTheirResults) {
+  const Dataset data = Points(2000);
+  PredictOptions options;
+  options.hyperparameters = {{"SE.lengthscale", 1.0}, {"LIN.variance", 1.0}, {"noise", 0.1}};
+  const KernelExpr kernel = *ParseKernel("SE+LIN");
+  const int64_t plain = EstimatePredictMemory(data, kernel, 5000, options).bytes;
+  options.components = true;
+  const MemoryEstimate with = EstimatePredictMemory(data, kernel, 5000, options);
+  // At least one more n × block cross-covariance and its solve, and 2 × 2 × m results.
+  const int64_t block = std::min<int64_t>(PredictBlockColumns(2000), 5000);
+  EXPECT_GE(with.bytes - plain, 8 * (2 * 2000 * block + 4 * 5000));
+  EXPECT_THAT(with.Summary(), HasSubstr("2 component(s)"));
+}
+
 TEST(MemoryEstimateTest, EvidenceCountsItsStoredSamples) {
   const Dataset data = Points(500);
   EvidenceOptions options;
@@ -82,6 +96,24 @@ TEST(MemoryEstimateTest, EvidenceCountsItsStoredSamples) {
   options.sampling.max_likelihood_calls = 10'000'000;
   const int64_t b = EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes;
   EXPECT_GT(b, a + 9'000'000LL * 8 * 3);
+  // Four runs keep four runs' samples, and two at once hold two likelihood evaluations.
+  options.sampling.num_runs = 4;
+  options.sampling.threads = 2;
+  const int64_t four = EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes;
+  // (b holds one evaluation, one run's samples and the fixed request overhead once.)
+  EXPECT_GT(four,
+            3 * (b - LikelihoodEvaluationBytes(500, 3)) + 2 * LikelihoodEvaluationBytes(500, 3));
+  EXPECT_LT(four, 4 * b);
+  // Importance sampling: threads likelihoods, a Hessian, and every sample's stored values.
+  options.method = EvidenceMethod::kImportance;
+  options.importance.threads = 2;
+  options.importance.max_samples = 1'000'000;
+  const int64_t is = EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes;
+  EXPECT_GE(is, 2 * LikelihoodEvaluationBytes(500, 3) +
+                    LikelihoodHessianBytes(500, *ParseKernel("C*SE")) + 1'000'000LL * 8 * 3);
+  EXPECT_LT(is, four);
+  options.method = EvidenceMethod::kAuto;  // may run both: the larger
+  EXPECT_EQ(EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes, four);
 }
 
 TEST(MemoryEstimateTest, FormatsBytesInDecimalUnits) {

@@ -7,7 +7,7 @@
 #                           system and third-party headers.
 # One grep and one awk per folder: a subshell per include took ~40 s on the loaded 2-core builder.
 
-gpsel_folders="core bridge store metrics jobs service client cli"
+gpsel_folders="core bridge store metrics jobs service client report cli"
 
 gpsel_includes() {
   local folder="$1"

@@ -13,7 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/includes.sh"
 # Folders each folder may include from (its own always). "proto" is the generated contract
 # (gpsel/v1, google/rpc, grpc/health/v1). jobs and service use bridge's proto<->core conversion,
 # whose signatures are proto messages, so they see proto too; cli prints the response messages
-# (--json is their protobuf JSON mapping). tests/fuzz feeds the parsers and checks of the layers
+# (--json is their protobuf JSON mapping). report draws core results (PLplot) and knows no proto. tests/fuzz feeds the parsers and checks of the layers
 # below the service (tests/fuzz/CMakeLists.txt links nothing above jobs).
 declare -A allowed=(
   [core]="core"
@@ -23,7 +23,8 @@ declare -A allowed=(
   [jobs]="jobs core bridge store metrics proto"
   [service]="service core bridge store metrics jobs proto"
   [client]="client core bridge proto"
-  [cli]="cli core client bridge proto"
+  [report]="report core"
+  [cli]="cli core client bridge proto report"
   [tests/fuzz]="core bridge store jobs proto"
 )
 

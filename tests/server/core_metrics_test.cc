@@ -106,8 +106,8 @@ TEST(CoreObserverTest, FitsEvaluationsAndEvidenceCallsAreReported) {
     evidence.sampling.num_bootstrap = 0;
     absl::StatusOr<EvidenceResult> z = ComputeEvidence(data, kernel, evidence);
     ASSERT_TRUE(z.ok()) << z.status();
-    EXPECT_EQ(counting.evidence_calls.load(), z->sampling.likelihood_calls);
-    EXPECT_EQ(counting.evaluations.load() - before, z->sampling.likelihood_calls);
+    EXPECT_EQ(counting.evidence_calls.load(), z->likelihood_calls);
+    EXPECT_EQ(counting.evaluations.load() - before, z->likelihood_calls);
     EXPECT_EQ(counting.fits.load(), 1);
   }
   EXPECT_EQ(counting.bad_times.load(), 0);

@@ -285,6 +285,15 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
   ASSERT_EQ(remote_evidence.exit_code, 0) << remote_evidence.output;
   EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote_evidence.output)),
             WithoutTimes(nlohmann::json::parse(local_evidence.output)));
+  // Importance sampling too: the method, its diagnostics and the modes travel through the job
+  // (the server runs it on its own thread count; the result does not depend on it).
+  CommandResult local_is = RunCommand(Cli(evidence_args + " --method is --threads 1"));
+  CommandResult remote_is = RunCommand(Cli(evidence_args + " --method is --server " + address_));
+  ASSERT_EQ(remote_is.exit_code, 0) << remote_is.output;
+  const nlohmann::json remote_is_json = nlohmann::json::parse(remote_is.output);
+  EXPECT_EQ(remote_is_json.at("method"), "EVIDENCE_METHOD_IMPORTANCE");
+  EXPECT_TRUE(remote_is_json.at("importance").at("reliable").get<bool>());
+  EXPECT_EQ(WithoutTimes(remote_is_json), WithoutTimes(nlohmann::json::parse(local_is.output)));
 
   const std::string predict_args =
       absl::StrCat("predict --data ", DataPath("interpretable_linear.csv"),
@@ -312,6 +321,32 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
       " --kernel SE --token-file /nonexistent/token --server ", address_, " 2>&1")));
   EXPECT_EQ(bad_token.exit_code, 2) << bad_token.output;
   EXPECT_THAT(bad_token.output, HasSubstr("--token-file"));
+}
+
+// `gpsel report` on a server draws exactly what it draws in-process: the same Score, Predict
+// (with the summands' posteriors over gRPC) and evidence results give byte-identical SVGs.
+TEST_F(CliRemoteTest, ReportRemoteDrawsTheSameFigures) {
+  const std::string args =
+      absl::StrCat("report --data ", DataPath("nile.csv"),
+                   " --kernel SE --kernel 'SE+LIN' --restarts 2 --seed 3 --threads 1 --evidence"
+                   " --nlive 50 --dlogz 0.5 --out ");
+  CommandResult local = RunCommand(Cli(args + (dir_ / "local").string()));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  CommandResult remote =
+      RunCommand(Cli(args + (dir_ / "remote").string() + " --server " + address_));
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  int figures = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "local")) {
+    if (entry.path().extension() != ".svg") continue;
+    ++figures;
+    EXPECT_EQ(read(entry.path()), read(dir_ / "remote" / entry.path().filename()))
+        << entry.path().filename();
+  }
+  EXPECT_GE(figures, 4);  // fit, metrics, laplace, residuals (+ components when SE+LIN wins)
 }
 
 TEST(TlsTest, TlsServerAcceptsTrustingClientsOnly) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 
 #include "bridge/convert.h"
 #include "core/evidence.h"
@@ -247,6 +248,28 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   evidence.mutable_options()->set_live_points(100000);
   EXPECT_THAT(bridge::FieldViolations(client->SubmitEvidence(evidence).status()),
               ElementsAre(Pair("options.live_points", ::testing::_)));
+  // The importance-sampling options: every bad field named at once.
+  evidence.mutable_options()->set_live_points(0);
+  evidence.mutable_options()->set_method(static_cast<v1::EvidenceMethod>(99));
+  v1::ImportanceSamplingOptions* importance = evidence.mutable_options()->mutable_importance();
+  importance->set_prior_share(1.5);
+  importance->set_target_error(-0.1);
+  importance->set_student_t_dof(-3);
+  importance->set_covariance_inflation(std::numeric_limits<double>::quiet_NaN());
+  importance->set_max_samples(-1);
+  importance->set_mode_search_restarts(100000);
+  evidence.mutable_options()->set_threads(-2);
+  evidence.mutable_options()->set_runs(1000);
+  EXPECT_THAT(bridge::FieldViolations(client->SubmitEvidence(evidence).status()),
+              ::testing::UnorderedElementsAre(
+                  Pair("options.method", ::testing::_),
+                  Pair("options.importance.prior_share", ::testing::_),
+                  Pair("options.importance.target_error", ::testing::_),
+                  Pair("options.importance.student_t_dof", ::testing::_),
+                  Pair("options.importance.covariance_inflation", ::testing::_),
+                  Pair("options.importance.max_samples", ::testing::_),
+                  Pair("options.importance.mode_search_restarts", ::testing::_),
+                  Pair("options.threads", ::testing::_), Pair("options.runs", ::testing::_)));
   v1::PredictRequest predict;
   *predict.mutable_dataset() = base().dataset();
   predict.set_kernel("SE");
@@ -346,7 +369,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   absl::StatusOr<EvidenceResult> local =
       ComputeEvidence(data, *ParseKernel("SE"), bridge::FromProto(request.options()));
   ASSERT_TRUE(local.ok());
-  EXPECT_EQ(done->evidence_result().log_evidence(), local->sampling.log_evidence);
+  EXPECT_EQ(done->evidence_result().log_evidence(), local->log_evidence);
 
   absl::StatusOr<v1::Job> got = client->GetJob(name);
   ASSERT_TRUE(got.ok());
