@@ -30,7 +30,10 @@ import time
 import urllib.request
 
 import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+# The message classes come from tests/server/descriptor_messages.py, shared with python_interop.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/server"))
+from descriptor_messages import load_messages  # noqa: E402  (needs the path above)
 
 SERVICE = "/gpsel.v1.ModelSelectionService/"
 # Status codes the load expects; anything else fails the run (see classify()).
@@ -41,17 +44,6 @@ TIGHT_DEADLINE_S = 0.05
 
 def log(*parts):
     print(time.strftime("%H:%M:%S"), "soak:", *parts, file=sys.stderr, flush=True)
-
-
-def load_messages(path):
-    files = descriptor_pb2.FileDescriptorSet()
-    with open(path, "rb") as f:
-        files.ParseFromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for file_proto in files.file:
-        pool.Add(file_proto)
-    factory = message_factory.MessageFactory(pool)
-    return lambda name: factory.GetPrototype(pool.FindMessageTypeByName(name))
 
 
 def read_csv(path, every=1, limit=None):

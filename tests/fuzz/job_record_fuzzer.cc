@@ -11,7 +11,6 @@
 // [0, 1e9) as google.protobuf.Timestamp requires, and shows the stored id as "jobs/{id}".
 // The database access itself (sqlite3_column_*, pqxx) is not exercised here.
 #include <fuzzer/FuzzedDataProvider.h>
-#include <google/protobuf/stubs/logging.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +25,7 @@
 #include "store/job_store.h"
 #include "store/job_store_internal.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/silence_protobuf_log.h"
 
 namespace {
 
@@ -61,15 +61,7 @@ void CheckPageToken(const std::string& token) {
   GPSEL_FUZZ_CHECK(again.ok() && *again == *after, token);
 }
 
-void IgnoreProtobufLog(google::protobuf::LogLevel, const char*, int, const std::string&) {}
-
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  // Serialising a string field with invalid UTF-8 logs an error; the check below reports it.
-  google::protobuf::SetLogHandler(&IgnoreProtobufLog);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);

@@ -14,8 +14,6 @@
 //     in canonical form as SubmitEvidence does, validates again to the same kernel and data
 //     (the job runner re-validates stored requests, jobs/evidence_job.cc);
 //   - an accepted job name round-trips through JobName; an accepted page token is ≥ 0.
-#include <google/protobuf/stubs/logging.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +27,7 @@
 #include "jobs/job_kind.h"
 #include "store/job_store_internal.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/silence_protobuf_log.h"
 
 namespace {
 
@@ -175,15 +174,7 @@ bool Parse(const uint8_t* data, size_t size, Message* message) {
   return message->ParseFromArray(data, static_cast<int>(size));
 }
 
-void IgnoreProtobufLog(google::protobuf::LogLevel, const char*, int, const std::string&) {}
-
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  // Invalid UTF-8 in a string field makes protobuf log every rejected parse; that is expected.
-  google::protobuf::SetLogHandler(&IgnoreProtobufLog);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

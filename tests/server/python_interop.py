@@ -3,7 +3,8 @@
 Debian's python3-grpcio and reads the google.rpc error details of a bad request.
 
 No generated code: message classes come from the FileDescriptorSet the build writes
-(proto/gpsel_descriptor_set.binpb), exactly as a generic tool would use them.
+(proto/gpsel_descriptor_set.binpb), exactly as a generic tool would use them
+(descriptor_messages.py, shared with bench/soak.py).
 
   python3 python_interop.py --target 127.0.0.1:50051 --descriptor-set build/proto/gpsel_descriptor_set.binpb
 Exit codes: 0 pass, 1 fail, 77 skipped (grpc or protobuf modules missing).
@@ -14,22 +15,10 @@ import sys
 
 try:
     import grpc
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from descriptor_messages import load_messages  # next to this file
 except ImportError as error:  # pragma: no cover - depends on the machine
     print(f"SKIP: {error} (install python3-grpcio python3-protobuf)")
     sys.exit(77)
-
-
-def load_messages(path):
-    files = descriptor_pb2.FileDescriptorSet()
-    with open(path, "rb") as f:
-        files.ParseFromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for file_proto in files.file:
-        pool.Add(file_proto)
-    def cls(name):
-        return message_factory.MessageFactory(pool).GetPrototype(pool.FindMessageTypeByName(name))
-    return cls
 
 
 def main():

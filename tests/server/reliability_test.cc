@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "bridge/convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "bridge/convert.h"
 #include "store/job_store.h"
 #include "tests/server/server_test_util.h"
 
@@ -43,31 +43,19 @@ double SecondsUntilWorkersIdle(int metrics_port, double limit = 30.0) {
   return limit;
 }
 
-class PromptCancellationTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(MakeTempDir("gpsel-cancel-test"));
-    ServerOptions options = TestServerOptions(*dir_);
+class PromptCancellationTest : public ServerFixture<PromptCancellationTest> {
+ public:
+  static constexpr char kTempDirPrefix[] = "gpsel-cancel-test";
+  static void AdjustServerOptions(ServerOptions& options) {
     options.rpc_workers = 1;
     options.service.limits.max_request_bytes = 0;  // no budget: these requests are large
-    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    std::filesystem::remove_all(*dir_);
-    delete dir_;
-  }
+
+ protected:
   // The bound: free within 2 s of the deadline (one likelihood evaluation at n = 2,000
   // is 0.1–0.5 s on this machine, the poll interval of a waiting search 0.1 s).
   static constexpr double kFreeWithinSeconds = 2.0;
-
-  static GpselServer* server_;
-  static std::filesystem::path* dir_;
 };
-GpselServer* PromptCancellationTest::server_ = nullptr;
-std::filesystem::path* PromptCancellationTest::dir_ = nullptr;
 
 TEST_F(PromptCancellationTest, LateScoreFreesItsWorker) {
   std::unique_ptr<Client> client = Connect(server_->port(), absl::Seconds(1));
@@ -170,11 +158,28 @@ TEST(MemoryBudgetTest, AutomaticBudgetDividesTheMachineAmongWorkers) {
 // An allocation the budget did not foresee (here: no budget, and a server capped at 1.5 GB of
 // address space) fails that request with RESOURCE_EXHAUSTED; the server serves the next one.
 TEST(OutOfMemoryTest, BadAllocEndsTheRequestNotTheServer) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Under scripts/sanitize.sh the server is instrumented like this test: ASan and TSan reserve
+  // terabytes of shadow address space at start, which the RLIMIT_AS below forbids (the server
+  // does not start), and ASan's operator new ends the process on an exhausted allocation instead
+  // of throwing std::bad_alloc. The Release suite (scripts/test.sh) runs this test.
+  GTEST_SKIP() << "RLIMIT_AS and std::bad_alloc cannot be tested under ASan/TSan";
+#endif
   const std::filesystem::path dir = MakeTempDir("gpsel-oom-test");
-  const std::vector<std::string> args = {
-      "--listen", "127.0.0.1:0", "--metrics-listen", "", "--store",
-      "sqlite:" + (dir / "jobs.db").string(), "--workers", "1", "--job-workers", "0",
-      "--max-request-bytes", "0", "--max-predict-points", "100000"};
+  const std::vector<std::string> args = {"--listen",
+                                         "127.0.0.1:0",
+                                         "--metrics-listen",
+                                         "",
+                                         "--store",
+                                         "sqlite:" + (dir / "jobs.db").string(),
+                                         "--workers",
+                                         "1",
+                                         "--job-workers",
+                                         "0",
+                                         "--max-request-bytes",
+                                         "0",
+                                         "--max-predict-points",
+                                         "100000"};
   ServerProcess server(args, dir / "server.log", /*address_space_bytes=*/int64_t{1536} << 20);
   ASSERT_GT(server.port(), 0) << "gpsel-server did not start; see " << dir / "server.log";
   std::unique_ptr<Client> client = Connect(server.port());
@@ -193,8 +198,8 @@ TEST(OutOfMemoryTest, BadAllocEndsTheRequestNotTheServer) {
   ScoreOptions quick;
   quick.fit.restarts = 1;
   quick.metrics = {Metric::kMll};
-  EXPECT_TRUE(client->Score(LoadData("interpretable_linear.csv"), {*ParseKernel("SE")}, quick)
-                  .ok());
+  EXPECT_TRUE(
+      client->Score(LoadData("interpretable_linear.csv"), {*ParseKernel("SE")}, quick).ok());
   EXPECT_GT(server.pid(), 0);
   EXPECT_EQ(kill(server.pid(), 0), 0) << "the server died";
   std::filesystem::remove_all(dir);
@@ -211,8 +216,8 @@ TEST(LimitCeilingsTest, ServerRefusesLimitsAboveTheirCeilings) {
               ::testing::AllOf(HasSubstr("--max-base-kernels is 1000"),
                                HasSubstr("--max-points is 1000000")));
   // The binary says the same and exits 2.
-  const CommandResult run = RunCommand(absl::StrCat(
-      GPSEL_SERVER_PATH, " --listen 127.0.0.1:0 --max-base-kernels 100000 2>&1"));
+  const CommandResult run = RunCommand(
+      absl::StrCat(GPSEL_SERVER_PATH, " --listen 127.0.0.1:0 --max-base-kernels 100000 2>&1"));
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.output, HasSubstr("--max-base-kernels is 100000; it must be in [1, 128]"));
   std::filesystem::remove_all(dir);

@@ -1,6 +1,6 @@
 // Helpers of the server integration tests: temporary directories, datasets, a real server on
-// loopback (in-process GpselServer or the gpsel-server binary), a tiny HTTP GET for /metrics,
-// and running commands.
+// loopback (in-process GpselServer, one per suite with ServerFixture, or the gpsel-server
+// binary), a tiny HTTP GET for /metrics, and running commands.
 #ifndef GPSEL_TESTS_SERVER_SERVER_TEST_UTIL_H_
 #define GPSEL_TESTS_SERVER_SERVER_TEST_UTIL_H_
 
@@ -54,8 +54,8 @@ inline Dataset MaunaLoa(int n) {
 
 inline std::filesystem::path MakeTempDir(const std::string& prefix) {
   std::random_device device;
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              absl::StrCat(prefix, "-", getpid(), "-", device());
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat(prefix, "-", getpid(), "-", device());
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -75,6 +75,36 @@ inline ServerOptions TestServerOptions(const std::filesystem::path& dir) {
   options.shutdown_grace = absl::Seconds(5);
   return options;
 }
+
+// One in-process GpselServer for a whole test suite, in a fresh temporary directory: the suite
+// derives from ServerFixture<Suite> and defines
+//   static constexpr char kTempDirPrefix[] = "gpsel-...";
+//   static void AdjustServerOptions(ServerOptions& options);  // on top of TestServerOptions
+// Its tests reach the server as server_. One server per suite (not per test) because starting
+// one costs a store, thread pools and two listeners, and the suites' tests leave no state behind
+// that another test reads.
+template <typename Suite>
+class ServerFixture : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::filesystem::path(MakeTempDir(Suite::kTempDirPrefix));
+    ServerOptions options = TestServerOptions(*dir_);
+    Suite::AdjustServerOptions(options);
+    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  static inline GpselServer* server_ = nullptr;
+  static inline std::filesystem::path* dir_ = nullptr;
+};
 
 inline std::unique_ptr<Client> Connect(int port, absl::Duration timeout = absl::Seconds(60),
                                        const std::string& token = "") {

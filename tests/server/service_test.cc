@@ -7,13 +7,13 @@
 #include <future>
 #include <limits>
 
+#include "bridge/convert.h"
 #include "core/evidence.h"
 #include "core/predict.h"
 #include "core/score.h"
 #include "core/search.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "bridge/convert.h"
 #include "jobs/evidence_job.h"
 #include "tests/server/server_test_util.h"
 
@@ -24,30 +24,16 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-class ServiceTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(MakeTempDir("gpsel-service-test"));
-    ServerOptions options = TestServerOptions(*dir_);
+class ServiceTest : public ServerFixture<ServiceTest> {
+ public:
+  static constexpr char kTempDirPrefix[] = "gpsel-service-test";
+  static void AdjustServerOptions(ServerOptions& options) {
     options.service.limits.max_points = 600;
     options.service.limits.max_dims = 4;
     options.service.limits.max_search_depth = 3;
     options.service.limits.max_live_points = 2000;
-    absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    std::filesystem::remove_all(*dir_);
-    delete dir_;
-  }
-
-  static GpselServer* server_;
-  static std::filesystem::path* dir_;
 };
-GpselServer* ServiceTest::server_ = nullptr;
-std::filesystem::path* ServiceTest::dir_ = nullptr;
 
 TEST_F(ServiceTest, ScoreMatchesInProcessBitForBit) {
   const Dataset data = LoadData("interpretable_linear.csv");
@@ -75,7 +61,8 @@ TEST_F(ServiceTest, ScoreMatchesInProcessBitForBit) {
     EXPECT_EQ(r.laplace->eigenvalues, local->laplace->eigenvalues);
     EXPECT_EQ(r.laplace->covariance, local->laplace->covariance);
   }
-  // The paper's acceptance numbers (the paper's Sec. 4.1 example, tests/core/score_test.cc) survive the trip.
+  // The paper's acceptance numbers (the paper's Sec. 4.1 example, tests/core/score_test.cc) survive
+  // the trip.
   EXPECT_NEAR((*remote)[0].metrics.at("mll"), -5.287, 0.005);
   EXPECT_NEAR((*remote)[0].metrics.at("lap"), -8.144, 0.005);
 }
@@ -103,7 +90,8 @@ TEST_F(ServiceTest, ScoreCarriesScalingWarningsAndStartsOfNestedKernels) {
     EXPECT_GT(r.x_scale, 9.0);
     EXPECT_EQ(r.x_scale_reason, l.x_scale_reason);
     EXPECT_EQ(r.warnings, l.warnings);
-    for (const auto& [rf, lf] : {std::pair{&r.mll_fit, &l.mll_fit}, std::pair{&r.map_fit, &l.map_fit}}) {
+    for (const auto& [rf, lf] :
+         {std::pair{&r.mll_fit, &l.mll_fit}, std::pair{&r.map_fit, &l.map_fit}}) {
       ASSERT_TRUE(rf->has_value() && lf->has_value());
       EXPECT_EQ((*rf)->values, (*lf)->values);
       EXPECT_EQ((*rf)->log_likelihood, (*lf)->log_likelihood);
@@ -159,12 +147,11 @@ TEST_F(ServiceTest, SearchStreamsProgressAndMatchesInProcess) {
   options.score.standardize = false;
   std::unique_ptr<Client> client = Connect(server_->port());
   int progress_events = 0;
-  absl::StatusOr<SearchResult> remote =
-      client->Search(data, options, [&](const Progress& p) {
-        ++progress_events;
-        EXPECT_EQ(p.stage, "search");
-        return absl::OkStatus();
-      });
+  absl::StatusOr<SearchResult> remote = client->Search(data, options, [&](const Progress& p) {
+    ++progress_events;
+    EXPECT_EQ(p.stage, "search");
+    return absl::OkStatus();
+  });
   ASSERT_TRUE(remote.ok()) << remote.status();
   EXPECT_GT(progress_events, 0);
   absl::StatusOr<SearchResult> local = RunKernelSearch(data, options);
@@ -216,8 +203,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
        },
        "dataset.num_dims"},
       {"unparsable kernel", [](auto& r) { r.set_kernels(0, "SE+*"); }, "kernels[0]"},
-      {"unknown x scaling", [](auto& r) { r.mutable_fit()->set_scale_x("yards"); },
-       "fit.scale_x"},
+      {"unknown x scaling", [](auto& r) { r.mutable_fit()->set_scale_x("yards"); }, "fit.scale_x"},
       {"unknown base kernel", [](auto& r) { r.add_kernels("SQ"); }, "kernels[1]"},
       {"too deep kernel",
        [](auto& r) {
@@ -460,8 +446,8 @@ TEST_F(ServiceTest, MetricsPassPromtool) {
   for (const char* name :
        {"grpc_server_started_total", "grpc_server_handled_total",
         "grpc_server_handling_seconds_bucket", "grpc_server_msg_received_total",
-        "grpc_server_msg_sent_total", "gpsel_rpc_in_flight_requests", "gpsel_worker_pool_queue_depth",
-        "gpsel_build_info", "gpsel_jobs_running"}) {
+        "grpc_server_msg_sent_total", "gpsel_rpc_in_flight_requests",
+        "gpsel_worker_pool_queue_depth", "gpsel_build_info", "gpsel_jobs_running"}) {
     EXPECT_THAT(metrics, HasSubstr(name));
   }
   EXPECT_THAT(metrics, HasSubstr("grpc_code=\"InvalidArgument\""));
