@@ -191,7 +191,7 @@ void CheckStandardizable(const Dataset& data, bool standardize, const std::strin
 
 ServiceLimits ServiceLimitCeilings() {
   ServiceLimits c;
-  c.max_points = 100000;  // n² doubles = 80 GB: the memory budget binds long before
+  c.max_points = kMaxPointsCeiling;  // n² doubles = 80 GB: the memory budget binds long before
   c.max_dims = 10000;
   c.max_expression_length = 100000;
   c.max_expression_depth = 64;  // the parsers and evaluators recurse once per level
