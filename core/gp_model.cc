@@ -273,6 +273,41 @@ absl::Status HessianTiling::Validate() const {
   return absl::OkStatus();
 }
 
+HessianLayout ResolveHessianLayout(int n, int num_free, int num_kernel_free,
+                                   const HessianTiling& tiling) {
+  n = std::max(n, 1);
+  HessianLayout layout;
+  // Up to kWholeMatrixMaxPoints the whole matrix is one tile, one block and one panel: each
+  // piece is then at most kWholeMatrixMaxPoints·n doubles per parameter, O(n·u).
+  const bool whole = n <= kWholeMatrixMaxPoints;
+  // Row blocks of K_i streamed into a panel: up to 256 rows of whole tiles (the products' inner
+  // dimension), fewer where k blocks of 256 rows would exceed n²/2 doubles (many parameters);
+  // the tiles shrink with them (to 16 at the least) when a block is narrower than 64 rows.
+  const int block_budget = n / (2 * std::max(num_kernel_free, 1));
+  if (tiling.tile > 0) {
+    layout.tile = std::min(tiling.tile, n);
+  } else if (whole) {
+    layout.tile = n;
+  } else {
+    layout.tile = block_budget >= kTile ? kTile : std::max(16, block_budget / 16 * 16);
+  }
+  const int tile = layout.tile;
+  layout.block_rows = std::min(std::max(tile, std::min(256, block_budget) / tile * tile), n);
+  if (tiling.tile == 0 && whole) layout.block_rows = n;
+  // Panels: at most 2 n² doubles for all u, and at least four panels once the tiles are small,
+  // so that the triangular shape of L⁻¹ saves flops (one panel costs 3n³ per parameter, four
+  // 1.4n³); whole tiles where the budget allows one.
+  int panel = tiling.panel_rows;
+  if (panel == 0) {
+    const int64_t budget_rows = 2 * static_cast<int64_t>(n) / std::max(num_free, 1);
+    panel = static_cast<int>(std::min<int64_t>(budget_rows, (n + 3) / 4));
+    panel = panel >= tile ? panel / tile * tile : std::max(panel, 1);
+    if (whole) panel = n;
+  }
+  layout.panel_rows = std::min(panel, n);
+  return layout;
+}
+
 // The exact Hessian without any whole n×n derivative matrix. With K = LLᵀ, α = K⁻¹y,
 // W = ααᵀ − K⁻¹, K_i = ∂K/∂r_i and K_ij = ∂²K/∂r_i∂r_j (R&W eq. 5.9 differentiated once more):
 //   ∂²L/∂r_i∂r_j = ½ Σ (W ∘ K_ij) − (K_iα)ᵀ K⁻¹ (K_jα) + ½ tr(K⁻¹K_i K⁻¹K_j).
@@ -286,8 +321,9 @@ absl::Status HessianTiling::Validate() const {
 // (dtrmm), about n³ flops per parameter over all panels (the explicit K⁻¹K_i took 2n³). Every
 // panel's C_i are contracted at once: Σ over the strict lower triangle counts twice, the
 // diagonal blocks once. The noise's K_i = σ'(r)·I needs no kernel at all.
-// Held at once: L⁻¹ and K⁻¹ (2 n²), the panels (≤ 2 n² by default) and O(n·u) of row blocks and
-// vectors; the last panel (p1 = n) streams every tile, so the W terms ride along with it.
+// Held at once: L⁻¹ and K⁻¹ (2 n²), the panels (≤ 2 n² by default), the row blocks (≤ ½ n², and
+// 256 rows per kernel parameter, O(n·u), from n ≈ 512·u on) and O(n·u) of vectors; the last
+// panel (p1 = n) streams every tile, so the W terms ride along with it.
 absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::VectorXd& free_raw,
                                                                 const ProgressCallback& poll,
                                                                 const HessianTiling& tiling) const {
@@ -321,20 +357,8 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
   }
   const int kernel_count = static_cast<int>(kernel_free.size());
 
-  const int tile = tiling.tile > 0 ? std::min(tiling.tile, n)
-                                   : (n <= kWholeMatrixMaxPoints ? n : std::min(kTile, n));
-  // Panels: at most 2 n² doubles for all u, and at least four panels once the tiles are small,
-  // so that the triangular shape of L⁻¹ saves flops (one panel costs 3n³ per parameter, four
-  // 1.4n³); a multiple of the tile so that the last panel's tiles are the lower triangle's.
-  int panel = tiling.panel_rows;
-  if (panel == 0) {
-    const int64_t budget_rows = 2 * static_cast<int64_t>(n) / std::max(u, 1);
-    panel = static_cast<int>(std::min<int64_t>(budget_rows, (n + 3) / 4));
-    panel = std::max(tile, panel / tile * tile);
-  }
-  panel = std::min(panel, n);
-  // Height of the row blocks of K_i streamed into a panel: about 256 rows of whole tiles.
-  const int block_rows = std::max(tile, 256 / tile * tile);
+  const HessianLayout layout = ResolveHessianLayout(n, u, kernel_count, tiling);
+  const int tile = layout.tile, panel = layout.panel_rows, block_rows = layout.block_rows;
 
   SpdFactorization::InverseParts inverse = std::move(f.cholesky).TakeInverseFactorAndInverse();
   const Eigen::MatrixXd& l_inverse = inverse.inverse_factor;
@@ -384,7 +408,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
   // Panel buffers: column a holds C_a's rows P, columns [0, p1), column-major with leading
   // dimension |P|; one row block of every K_a at a time.
   Eigen::MatrixXd panels(static_cast<Eigen::Index>(panel) * n, u);
-  std::vector<Eigen::MatrixXd> k_block(kernel_count, Eigen::MatrixXd(std::min(block_rows, n), n));
+  std::vector<Eigen::MatrixXd> k_block(kernel_count, Eigen::MatrixXd(block_rows, n));
   internal::PairGeometry geometry;
   std::vector<internal::KernelEvaluator::NodeValue> values;
   for (int p0 = 0; p0 < n; p0 += panel) {

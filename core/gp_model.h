@@ -36,14 +36,26 @@ struct PairGeometry;
 // split at a few hundred points; the defaults keep the peak memory at about 4 n² doubles.
 struct HessianTiling {
   // Side of the square tiles in which K's derivatives are evaluated. 0: the whole matrix as one
-  // tile up to 256 points, 64 above (the tiles the gradient uses).
+  // tile up to 256 points, 64 above (the tiles the gradient uses; down to 16 with very many
+  // parameters, see ResolveHessianLayout).
   int tile = 0;
   // Rows of every C_i = L⁻¹ K_i L⁻ᵀ held at once (one panel per free parameter). 0: as many as
-  // fit in 2 n² doubles, a multiple of the tile. Fewer rows mean more panels, and the kernel's
-  // derivatives evaluated again for each.
+  // fit in 2 n² doubles, at most n/4, in whole tiles. Fewer rows mean more panels, and the
+  // kernel's derivatives evaluated again for each.
   int panel_rows = 0;
   absl::Status Validate() const;  // INVALID_ARGUMENT on a negative size
 };
+
+// The sizes LogLikelihoodHessian works with at n points with u free parameters, k of them the
+// kernel's (u − k is the noise, if free), after `tiling`'s automatic choices; the memory
+// estimate (core/memory_estimate.cc) counts the Hessian's memory from them.
+struct HessianLayout {
+  int tile = 0;        // side of the kernel tiles
+  int panel_rows = 0;  // rows of each C_i per panel: u·panel_rows·n doubles
+  int block_rows = 0;  // rows of each K_i streamed at once: k·block_rows·n doubles
+};
+HessianLayout ResolveHessianLayout(int n, int num_free, int num_kernel_free,
+                                   const HessianTiling& tiling = {});
 
 struct LikelihoodHessian {
   double value = 0.0;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "core/gp_model.h"
 
 namespace gpsel {
 namespace {
@@ -71,17 +72,15 @@ KernelShape ShapeOf(const KernelExpr& kernel) {
 }
 
 // The exact Hessian (core/gp_model.cc LogLikelihoodHessian) holds L⁻¹ and K⁻¹ (two n×n
-// matrices), its panels of C_i = L⁻¹K_iL⁻ᵀ (u·panel·n doubles with panel = min(2n/u, n/4): at
-// most two more, u/4 of one for u < 8), and O(n·u): a 256-row block of every K_i, the vectors
-// K_iα and their solves. Nothing of it depends on the kernel's tree beyond u: the derivatives are
-// made in 64×64 tiles.
-constexpr int64_t kHessianBlockRows = 256;
-double HessianSquareMatrices(int u) { return 2.0 + std::min(2.0, u / 4.0); }
-
+// matrices), its panels of C_i = L⁻¹K_iL⁻ᵀ (u·panel·n doubles: at most two n×n more, u/4 of one
+// below u = 8), one row block of every kernel parameter's K_i (at most n²/2, 256 rows each from
+// n ≈ 512·u on), and O(n·u) vectors (K_iα and their solves). Nothing of it depends on the
+// kernel's tree beyond u: the derivatives are made in 64×64 tiles.
 int64_t HessianBytes(int64_t n, int u) {
-  return static_cast<int64_t>(
-      kDouble * (HessianSquareMatrices(u) * static_cast<double>(n) * static_cast<double>(n) +
-                 static_cast<double>(n * u * (kHessianBlockRows + 8))));
+  const HessianLayout layout = ResolveHessianLayout(static_cast<int>(n), u, std::max(u - 1, 0));
+  const int64_t doubles = 2 * Square(n) + int64_t{layout.panel_rows} * n * u +
+                          int64_t{layout.block_rows} * n * std::max(u - 1, 0) + 8 * n * u;
+  return kDouble * doubles;
 }
 
 // The worst candidate a search of `depth` steps can build: `depth` leaves of the widest base

@@ -1106,11 +1106,12 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
 }
 
 // The Hessian in pieces (gp_model.cc LogLikelihoodHessian): small forced tiles and panels split
-// a 150-point problem into 16×16 kernel tiles, row blocks of 256/16·16 = 256 (one per panel
-// here) and panels of 40 rows (the last one 30, not a multiple of the tile), so every code path
-// of the pieces runs: panels left of the diagonal, partial edge tiles, the W terms of the last
-// panel. The result must match finite differences of the gradient, and the Hessian made as one
-// piece (the whole matrix as one tile and one panel) to rounding.
+// a 150-point problem into 16×16 kernel tiles, row blocks of one or a few tiles (at most
+// n/(2k) rows for k kernel parameters) and panels of 40 rows (the last one 30, not a multiple
+// of the tile), so every code path of the pieces runs: panels left of the diagonal, partial
+// edge tiles and blocks, the W terms of the last panel. The result must match finite differences of
+// the gradient, and the Hessian made as one piece (the whole matrix as one tile and one panel) to
+// rounding.
 void CheckHessianInPieces(const char* kernel_text, int min_parameters, uint64_t seed) {
   SCOPED_TRACE(kernel_text);
   const Data data = Random1D(seed, 150);
