@@ -23,7 +23,7 @@ print(f'{\"$kind\":8s} {\"$kernel\":18s} {$n:6d} {$restarts:9d} {e:11.1f} {cpu:8
 done <<'CASES'
 score C*SE 500 2
 score C*SE 1000 2
-score C*SE+C*SE*PER 1000 2
+score C*SE+C*SE*PER 1000 1
 score C*SE 2000 1
 search SE 300 1 --depth=2
 CASES

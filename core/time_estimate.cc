@@ -12,23 +12,28 @@
 namespace gpsel {
 namespace {
 
+// Calibrated on CPU time (bench/hessian_bench.cc, weekly CO₂, bench/RESULTS.md issue 17): one
+// likelihood with gradient took 3.8, 22.8 and 168 ms at n = 500, 1,000 and 2,000 for C*SE
+// (u = 3), 7.9, 40 and 233 ms for C*SE + C*SE*PER (u = 7); the Hessian 14, 91 and 648 ms (u = 3),
+// 60, 331 and 1,890 ms (u = 7).
 // Seconds per n³ of one likelihood with gradient: dpotrf (n³/3 flops) and the inverse from the
-// factor (2n³/3) at ~40 GFLOP/s plus the tiled gradient's memory traffic.
-constexpr double kCubicSeconds = 2.5e-11;
+// factor (2n³/3), about 67 GFLOP/s-equivalent on the bench machine's core.
+constexpr double kCubicSeconds = 1.5e-11;
 // Seconds per n² and free parameter: the kernel tiles with first derivatives (one exp, a few
 // multiplies per entry and parameter) and their contraction with W.
 constexpr double kSquareSeconds = 4e-9;
 // Seconds per n² of the two triangular solves a predicted point needs (memory-bound dtrsv).
 constexpr double kSolveSecondsPerSquare = 2e-10;
-// The exact Hessian (core/gp_model.cc): the factorisation and L⁻¹, K⁻¹ (about one evaluation),
-// then about n³ flops per parameter for the C_i panels, and the kernel's first and second
-// derivatives over the panels' tiles (about three passes, u² second derivatives in the last).
-constexpr double kHessianCubicPerParameter = 1.0;
-constexpr double kHessianSquarePasses = 4.0;
+// The exact Hessian (core/gp_model.cc): one evaluation's factorisation and inverses, then about
+// n³ flops per parameter for the C_i panels (0.7 of an evaluation's n³ per parameter), and the
+// kernel's first and second derivatives over the panels' tiles (u(u + 1) pairs, 1.2 n² each).
+constexpr double kHessianCubicPerParameter = 0.7;
+constexpr double kHessianSquarePasses = 1.2;
 // L-BFGS-B evaluations per start: a fixed part (line searches, the final checks) and a part
-// growing with the number of parameters.
-constexpr double kEvaluationsFixed = 12.0;
-constexpr double kEvaluationsPerParameter = 5.0;
+// growing with the number of parameters (a score of C*SE on 400 points: 252 evaluations
+// counted for 2 fits × 6 starts, the model says 264).
+constexpr double kEvaluationsFixed = 10.0;
+constexpr double kEvaluationsPerParameter = 4.0;
 // Newton polish Hessians per fit (the winner's curvature check and its steps).
 constexpr double kHessiansPerFit = 2.0;
 // Starts beyond --restarts: the two data-informed starts and the cross-seeded restart.
