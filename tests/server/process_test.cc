@@ -227,7 +227,9 @@ TEST_F(CliRemoteTest, SearchRemoteStreamsProgressAndEqualsInProcess) {
         &percent))
         << frame;
     const bool rescore = absl::StrContains(frame, " rescore re-scoring ");
-    if (!rescore) EXPECT_THAT(frame, HasSubstr(" search "));
+    if (!rescore) {
+      EXPECT_THAT(frame, HasSubstr(" search "));
+    }
     EXPECT_THAT(frame, ::testing::ContainsRegex("% [0-9]+:[0-9][0-9] "));  // the elapsed time
     if (rescore != in_rescore) previous_percent = -1;  // the re-score counts from 0 again
     in_rescore = rescore;
