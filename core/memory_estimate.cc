@@ -15,6 +15,10 @@ namespace {
 constexpr int64_t kDouble = sizeof(double);
 // Fixed overhead of a request's own copies (dataset, options, result) beyond the n×n terms.
 constexpr int64_t kRequestOverheadBytes = int64_t{4} << 20;
+// OpenBLAS's work buffer, per thread that calls it with large products (its GEMM blocking): the
+// remainder bench/memory_estimate.sh measured beyond the counted matrices (16-20 MB at
+// n = 2,000-10,000), which the baseline run without any product does not have.
+constexpr int64_t kBlasBufferBytes = int64_t{32} << 20;
 // n×n matrices of one likelihood-and-gradient evaluation: K, factorised in place and turned
 // into K⁻¹ in the factor's storage, plus the copy a jitter retry factorises. The gradient is
 // accumulated over 64×64 tiles (O(u) tiles), not whole ∂K/∂θ matrices.
@@ -135,6 +139,7 @@ MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<Kernel
     // threads. A thread's Hessian comes after its evaluations, never beside them.
     const int concurrent_hessians = std::min(threads, 2);
     const int64_t bytes =
+        threads * kBlasBufferBytes +
         std::max<int64_t>(threads * LikelihoodEvaluationBytes(n, u),
                           concurrent_hessians * LikelihoodHessianBytes(n, kernel) +
                               (threads - concurrent_hessians) * LikelihoodEvaluationBytes(n, u));
@@ -153,8 +158,8 @@ MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& op
   const int depth = std::max(1, options.max_depth);
   // Each candidate's fit runs in its thread: its Hessian comes after its evaluations.
   const int64_t per_candidate =
-      std::max(WorstSearchHessianBytes(n, depth),
-               LikelihoodEvaluationBytes(n, depth * kWidestBaseParameters + 1));
+      kBlasBufferBytes + std::max(WorstSearchHessianBytes(n, depth),
+                                  LikelihoodEvaluationBytes(n, depth * kWidestBaseParameters + 1));
   return Make(threads * per_candidate,
               absl::StrFormat("n = %d, %d candidate(s) at once, each up to %d base kernels "
                               "with its Hessian",

@@ -943,11 +943,16 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   // The re-score is a phase of its own (stage "rescore"), with the fits' own fractions from 0 to
   // 1, so that a progress display shows it moving and can time it (core/progress_clock.h)
   // instead of sitting at the candidates' 100 %.
-  const ProgressCallback final_progress = [this, &best](const Progress& inner) -> absl::Status {
+  // Its fits report fractions per stage (MLL fit, polish, Laplace Hessian) that need not rise
+  // across stages, so the phase shows their running maximum.
+  double rescore_fraction = 0.0;
+  const ProgressCallback final_progress =
+      [this, &best, &rescore_fraction](const Progress& inner) -> absl::Status {
     if (inner.poll_only) return ReportProgress(progress_, inner);
     Progress progress;
     progress.stage = "rescore";
-    progress.fraction = inner.fraction;
+    rescore_fraction = std::max(rescore_fraction, inner.fraction);
+    progress.fraction = rescore_fraction;
     progress.message = absl::StrCat("re-scoring ", best->record.kernel,
                                     " with every metric: ", inner.stage, " ", inner.message);
     return ReportProgress(progress_, progress);
