@@ -199,7 +199,7 @@ int MaxRequestThreads(const ServiceLimits& limits) {
 
 ServiceLimits ServiceLimitCeilings() {
   ServiceLimits c;
-  c.max_points = 100000;  // n² doubles = 80 GB: the memory budget binds long before
+  c.max_points = kMaxPointsCeiling;  // n² doubles = 80 GB: the memory budget binds long before
   c.max_dims = 10000;
   c.max_expression_length = 100000;
   c.max_expression_depth = 64;  // the parsers and evaluators recurse once per level

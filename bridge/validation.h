@@ -30,7 +30,7 @@ namespace gpsel {
 
 // Configurable limits of one server (gpsel-server flags).
 struct ServiceLimits {
-  int max_points = 10000;             // n
+  int max_points = kDefaultMaxPoints;  // n (core/dataset.h: the CLI's limit too)
   int max_dims = 64;                  // d
   int max_expression_length = 1000;   // characters of a kernel expression
   int max_expression_depth = 16;      // nesting depth of the canonical expression tree

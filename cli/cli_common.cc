@@ -48,11 +48,17 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::str
   return buffer.str();
 }
 
-absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags) {
-  if (flags.data_path != "-") return LoadCsvFile(flags.data_path);
+DatasetLimits CliDatasetLimits(bool remote) {
+  DatasetLimits limits;
+  if (remote) limits.max_points = kMaxPointsCeiling;
+  return limits;
+}
+
+absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits& limits) {
+  if (flags.data_path != "-") return LoadCsvFile(flags.data_path, limits);
   absl::StatusOr<std::string> text = ReadFlagFile(flags.data_path, "--data");
   if (!text.ok()) return text.status();
-  absl::StatusOr<Dataset> data = ParseCsv(*text);
+  absl::StatusOr<Dataset> data = ParseCsv(*text, limits);
   if (!data.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("stdin: ", data.status().message()));
   }
@@ -132,6 +138,14 @@ void PrintJson(const google::protobuf::Message& message) {
 
 bool StderrIsTerminal() { return isatty(fileno(stderr)) != 0; }
 
+void AnnounceEstimate(const TimeEstimate& time, const MemoryEstimate& memory, bool remote) {
+  if (!(time.seconds > kAnnounceSeconds)) return;
+  std::cerr << "gpsel: estimated " << FormatDuration(time.seconds) << " and "
+            << FormatBytes(memory.bytes)
+            << (remote ? " on the server, at this machine's speed" : "") << " (" << time.breakdown
+            << ")\n";
+}
+
 TerminalProgress::TerminalProgress(bool enabled) : enabled_(enabled) {}
 TerminalProgress::~TerminalProgress() { Finish(); }
 
@@ -145,8 +159,13 @@ ProgressCallback TerminalProgress::callback() {
     std::string bar(filled, '#');
     bar.resize(kWidth, '.');
     std::string message = p.message.substr(0, 60);
-    std::fprintf(stderr, "\r\033[K[%s] %3.0f%% %s %s", bar.c_str(), fraction * 100.0,
-                 p.stage.c_str(), message.c_str());
+    const ProgressClock::Reading time = clock_.Update(fraction);
+    std::string clock = FormatDuration(time.elapsed_seconds);
+    if (time.remaining_seconds && fraction < 1.0) {
+      absl::StrAppend(&clock, " ~", FormatDuration(*time.remaining_seconds), " left");
+    }
+    std::fprintf(stderr, "\r\033[K[%s] %3.0f%% %s %s %s", bar.c_str(), fraction * 100.0,
+                 clock.c_str(), p.stage.c_str(), message.c_str());
     std::fflush(stderr);
     drawn_ = true;
     return absl::OkStatus();

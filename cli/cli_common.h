@@ -5,21 +5,24 @@
 #ifndef GPSEL_CLI_CLI_COMMON_H_
 #define GPSEL_CLI_CLI_COMMON_H_
 
+#include <google/protobuf/message.h>
+
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <google/protobuf/message.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
+#include "core/memory_estimate.h"
 #include "core/progress.h"
+#include "core/progress_clock.h"
 #include "core/score.h"
 #include "core/search.h"
+#include "core/time_estimate.h"
 
 namespace gpsel::cli {
 
@@ -47,7 +50,10 @@ struct FitFlags {
 };
 void AddDataFlag(CLI::App& sub, FitFlags& flags);  // --data FILE, or '-' for stdin
 // The dataset of --data (stdin for '-').
-absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags);
+absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits& limits = {});
+// The limits to load data with: core's defaults (the server's defaults too) in-process; up to
+// the ceiling with --server, whose own --max-points then decides.
+DatasetLimits CliDatasetLimits(bool remote);
 // The text of a file named by a flag, or of stdin for '-'; NOT_FOUND naming the flag.
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& flag);
 void AddFitFlags(CLI::App& sub, FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
@@ -62,7 +68,14 @@ absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags);
 // field present, indented: what `--json` prints for every command.
 void PrintJson(const google::protobuf::Message& message);
 
-// A progress line on stderr when stderr is a terminal (no output otherwise).
+// Before long work: "gpsel: estimated 3:05 and 1.2 GB (...)" on stderr when the time estimate
+// exceeds kAnnounceSeconds (never on stdout, so --json output stays clean).
+inline constexpr double kAnnounceSeconds = 5.0;
+void AnnounceEstimate(const TimeEstimate& time, const MemoryEstimate& memory, bool remote);
+
+// A progress line on stderr when stderr is a terminal (no output otherwise): the bar, the
+// percentage, the elapsed time and, once core/progress_clock.h can tell, the time left of the
+// current phase, then the stage and its message.
 class TerminalProgress {
  public:
   explicit TerminalProgress(bool enabled);
@@ -72,6 +85,7 @@ class TerminalProgress {
  private:
   bool enabled_;
   bool drawn_ = false;
+  ProgressClock clock_;
 };
 bool StderrIsTerminal();
 

@@ -109,7 +109,8 @@ int RunPredict(const PredictFlags& flags) {
   if (format != "table" && format != "csv" && format != "json") {
     return ReportError(absl::InvalidArgumentError("--format: expected table, csv or json"));
   }
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
+  const bool remote = !flags.remote.server.empty();
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());
@@ -148,6 +149,8 @@ int RunPredict(const PredictFlags& flags) {
 
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
+  AnnounceEstimate(EstimatePredictTime(*data, *kernel, x_new->rows(), options),
+                   EstimatePredictMemory(*data, *kernel, x_new->rows(), options), remote);
   TerminalProgress progress(format == "table" && StderrIsTerminal());
   absl::StatusOr<PredictResult> result =
       (*backend)->Predict(*data, *kernel, *x_new, options, progress.callback());

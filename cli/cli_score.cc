@@ -104,7 +104,8 @@ void PrintWarnings(const std::vector<KernelScore>& scores) {
 }
 
 int RunScore(const ScoreFlags& flags) {
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
+  const bool remote = !flags.remote.server.empty();
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
   if (!data.ok()) return ReportError(data.status());
   std::vector<KernelExpr> kernels;
   for (const std::string& text : flags.fit.kernels) {
@@ -135,6 +136,8 @@ int RunScore(const ScoreFlags& flags) {
 
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
+  AnnounceEstimate(EstimateScoreTime(*data, kernels, options),
+                   EstimateScoreMemory(*data, kernels, options), remote);
   TerminalProgress progress(!flags.fit.json && StderrIsTerminal());
   absl::StatusOr<std::vector<KernelScore>> result =
       (*backend)->Score(*data, kernels, options, progress.callback());

@@ -5,9 +5,11 @@
 //
 //   gpsel search --data data/interpretable_linear.csv --base SE,LIN,MAT32 --depth 3
 //       --metric lap0 --beam 1 --threads 2 --json
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -34,7 +36,8 @@ struct SearchFlags {
 };
 
 int RunSearch(const SearchFlags& flags) {
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
+  const bool remote = !flags.remote.server.empty();
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(flags.base);
   if (!bases.ok()) return ReportError(bases.status());
@@ -64,6 +67,14 @@ int RunSearch(const SearchFlags& flags) {
 
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
+  if (!options.scorer) {  // a custom scorer (evidence) has no cost model
+    SearchOptions estimated = options;
+    if (estimated.threads == 0) {
+      estimated.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    }
+    AnnounceEstimate(EstimateSearchTime(*data, estimated), EstimateSearchMemory(*data, estimated),
+                     remote);
+  }
   absl::StatusOr<SearchResult> result;
   {
     TerminalProgress progress(StderrIsTerminal());

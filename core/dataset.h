@@ -22,9 +22,18 @@ struct Dataset {
   int num_dims() const { return static_cast<int>(x.cols()); }
 };
 
+// Points n of one dataset by default: the in-process CLI's limit and gpsel-server's --max-points
+// default (bridge/validation.h ServiceLimits), one constant so that the two agree. At n = 10,000
+// the exact Hessian alone holds about 4 n² doubles = 3.2 GB and one likelihood evaluation takes
+// about 25 s (core/time_estimate.h), so a score takes hours: more is an operator's choice.
+inline constexpr int kDefaultMaxPoints = 10000;
+// The most any configuration accepts (the ceiling of --max-points): n² doubles are 80 GB there.
+// The CLI loads data up to it when a server decides (--server).
+inline constexpr int kMaxPointsCeiling = 100000;
+
 struct DatasetLimits {
   int min_points = 2;
-  int max_points = 20000;
+  int max_points = kDefaultMaxPoints;
   int max_dims = 64;
   absl::Status Validate() const;
 };

@@ -62,11 +62,12 @@ absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::M
         absl::StrCat("x: has ", x.rows(), " rows but y has ", y.size(), " values"));
   }
   if (MaxActiveDim(kernel) >= x.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel: ", ToString(kernel), " uses input dimension ", MaxActiveDim(kernel),
-        " but the data has ", x.cols(), " input column(s) (dimensions count from 0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel: ", ToString(kernel), " uses input dimension ", MaxActiveDim(kernel),
+                     " but the data has ", x.cols(), " input column(s) (dimensions count from 0)"));
   }
-  absl::StatusOr<std::vector<HyperparameterInfo>> params = DescribeHyperparameters(kernel, settings);
+  absl::StatusOr<std::vector<HyperparameterInfo>> params =
+      DescribeHyperparameters(kernel, settings);
   if (!params.ok()) return params.status();
   GpModel model;
   model.kernel_ = kernel;
@@ -113,9 +114,8 @@ std::map<std::string, double> GpModel::NaturalValues(const Eigen::VectorXd& free
   const Eigen::VectorXd full = ExpandRaw(free_raw);
   std::map<std::string, double> values;
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    values[parameters_[i].name] = parameters_[i].name == kNoiseName
-                                      ? kNoiseFloor + Softplus(full(i))
-                                      : Softplus(full(i));
+    values[parameters_[i].name] =
+        parameters_[i].name == kNoiseName ? kNoiseFloor + Softplus(full(i)) : Softplus(full(i));
   }
   return values;
 }
@@ -124,8 +124,7 @@ double GpModel::NoiseVariance(const Eigen::VectorXd& free_raw) const {
   return kNoiseFloor + Softplus(ExpandRaw(free_raw)(parameters_.size() - 1));
 }
 
-Eigen::MatrixXd GpModel::CrossCovariance(const Eigen::VectorXd& free_raw,
-                                         const Eigen::MatrixXd& x1,
+Eigen::MatrixXd GpModel::CrossCovariance(const Eigen::VectorXd& free_raw, const Eigen::MatrixXd& x1,
                                          const Eigen::MatrixXd& x2) const {
   FlushDenormalsScope flush_denormals;
   const Eigen::VectorXd full = ExpandRaw(free_raw);
@@ -237,21 +236,21 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
       }
     } else if (!kernel_params.empty()) {
       Eigen::MatrixXd w;
-      ForEachLowerTile(
-          *evaluator_, x_, f.full_raw, /*with_gradient=*/true,
-          [&](int row0, int rows, int col0, int cols,
-              const internal::KernelEvaluator::NodeValue& root) {
-            w.noalias() = f.alpha.segment(row0, rows) * f.alpha.segment(col0, cols).transpose();
-            w -= k_inverse.block(row0, col0, rows, cols);
-            if (row0 == col0) {
-              w.triangularView<Eigen::StrictlyUpper>().setZero();
-              w.diagonal() *= 0.5;
-            }
-            for (size_t p = 0; p < kernel_params.size(); ++p) {
-              sums(static_cast<Eigen::Index>(p)) +=
-                  (w.array() * root.dk[kernel_params[p]].array()).sum();
-            }
-          });
+      ForEachLowerTile(*evaluator_, x_, f.full_raw, /*with_gradient=*/true,
+                       [&](int row0, int rows, int col0, int cols,
+                           const internal::KernelEvaluator::NodeValue& root) {
+                         w.noalias() =
+                             f.alpha.segment(row0, rows) * f.alpha.segment(col0, cols).transpose();
+                         w -= k_inverse.block(row0, col0, rows, cols);
+                         if (row0 == col0) {
+                           w.triangularView<Eigen::StrictlyUpper>().setZero();
+                           w.diagonal() *= 0.5;
+                         }
+                         for (size_t p = 0; p < kernel_params.size(); ++p) {
+                           sums(static_cast<Eigen::Index>(p)) +=
+                               (w.array() * root.dk[kernel_params[p]].array()).sum();
+                         }
+                       });
     }
     gradient->resize(num_free());
     for (size_t p = 0; p < kernel_params.size(); ++p) {
@@ -266,68 +265,208 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
   return f.value;
 }
 
-absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(
-    const Eigen::VectorXd& free_raw, const ProgressCallback& poll) const {
+absl::Status HessianTiling::Validate() const {
+  if (tile < 0) return absl::InvalidArgumentError("tiling.tile: must be >= 0 (0 = automatic)");
+  if (panel_rows < 0) {
+    return absl::InvalidArgumentError("tiling.panel_rows: must be >= 0 (0 = automatic)");
+  }
+  return absl::OkStatus();
+}
+
+HessianLayout ResolveHessianLayout(int n, int num_free, int num_kernel_free,
+                                   const HessianTiling& tiling) {
+  n = std::max(n, 1);
+  HessianLayout layout;
+  // Up to kWholeMatrixMaxPoints the whole matrix is one tile, one block and one panel: each
+  // piece is then at most kWholeMatrixMaxPoints·n doubles per parameter, O(n·u).
+  const bool whole = n <= kWholeMatrixMaxPoints;
+  // Row blocks of K_i streamed into a panel: up to 256 rows of whole tiles (the products' inner
+  // dimension), fewer where k blocks of 256 rows would exceed n²/2 doubles (many parameters);
+  // the tiles shrink with them (to 16 at the least) when a block is narrower than 64 rows.
+  const int block_budget = n / (2 * std::max(num_kernel_free, 1));
+  if (tiling.tile > 0) {
+    layout.tile = std::min(tiling.tile, n);
+  } else if (whole) {
+    layout.tile = n;
+  } else {
+    layout.tile = block_budget >= kTile ? kTile : std::max(16, block_budget / 16 * 16);
+  }
+  const int tile = layout.tile;
+  layout.block_rows = std::min(std::max(tile, std::min(256, block_budget) / tile * tile), n);
+  if (tiling.tile == 0 && whole) layout.block_rows = n;
+  // Panels: at most 2 n² doubles for all u, and at least four panels once the tiles are small,
+  // so that the triangular shape of L⁻¹ saves flops (one panel costs 3n³ per parameter, four
+  // 1.4n³); whole tiles where the budget allows one.
+  int panel = tiling.panel_rows;
+  if (panel == 0) {
+    const int64_t budget_rows = 2 * static_cast<int64_t>(n) / std::max(num_free, 1);
+    panel = static_cast<int>(std::min<int64_t>(budget_rows, (n + 3) / 4));
+    panel = panel >= tile ? panel / tile * tile : std::max(panel, 1);
+    if (whole) panel = n;
+  }
+  layout.panel_rows = std::min(panel, n);
+  return layout;
+}
+
+// The exact Hessian without any whole n×n derivative matrix. With K = LLᵀ, α = K⁻¹y,
+// W = ααᵀ − K⁻¹, K_i = ∂K/∂r_i and K_ij = ∂²K/∂r_i∂r_j (R&W eq. 5.9 differentiated once more):
+//   ∂²L/∂r_i∂r_j = ½ Σ (W ∘ K_ij) − (K_iα)ᵀ K⁻¹ (K_jα) + ½ tr(K⁻¹K_i K⁻¹K_j).
+// The first two terms need only tiles of K_i and K_ij, contracted with W as the gradient is,
+// and the vectors v_i = K_iα. The trace is the Frobenius product of the symmetric matrices
+// C_i = L⁻¹K_iL⁻ᵀ: tr(K⁻¹K_iK⁻¹K_j) = Σ C_i ∘ C_j. It is accumulated over row panels
+// P = [p0, p1): since L⁻¹ is lower triangular, C_i's rows P left of column p1 (which hold the
+// panel's share of the lower triangle, its diagonal block whole) are
+//   C_i[P, :p1] = (L⁻¹[P, :p1] K_i[:p1, :p1]) (L⁻¹[:p1, :p1])ᵀ,
+// a product (dgemm, K_i streamed in row blocks made from tiles) and a triangular product
+// (dtrmm), about n³ flops per parameter over all panels (the explicit K⁻¹K_i took 2n³). Every
+// panel's C_i are contracted at once: Σ over the strict lower triangle counts twice, the
+// diagonal blocks once. The noise's K_i = σ'(r)·I needs no kernel at all.
+// Held at once: L⁻¹ and K⁻¹ (2 n²), the panels (≤ 2 n² by default), the row blocks (≤ ½ n², and
+// 256 rows per kernel parameter, O(n·u), from n ≈ 512·u on) and O(n·u) of vectors; the last
+// panel (p1 = n) streams every tile, so the W terms ride along with it.
+absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::VectorXd& free_raw,
+                                                                const ProgressCallback& poll,
+                                                                const HessianTiling& tiling) const {
+  if (absl::Status s = tiling.Validate(); !s.ok()) return s;
   const Progress poll_message = CancellationPoll();
   ScopedLikelihoodEvaluation observed(num_free(), num_points());
   FlushDenormalsScope flush_denormals;
   Factorized f;
-  if (absl::Status s = Factorize(free_raw, true, &f); !s.ok()) return s;
+  if (absl::Status s = Factorize(free_raw, /*with_derivatives=*/false, &f); !s.ok()) return s;
+  const int n = num_points();
+  const int u = num_free();
   const int noise_index = static_cast<int>(parameters_.size()) - 1;
   const Eigen::VectorXd& full = f.full_raw;
   const Eigen::VectorXd& alpha = f.alpha;
-  // The Hessian needs the whole n×n ∂K/∂r and the operands' values (second derivatives); the
-  // tiled path made neither, so they are made here, with the geometry, for this call.
-  internal::PairGeometry tiled_geometry;
-  if (!geometry_) tiled_geometry = evaluator_->MakeGeometry(x_, x_);
-  const internal::PairGeometry& geometry = geometry_ ? *geometry_ : tiled_geometry;
-  std::vector<internal::KernelEvaluator::NodeValue> values = std::move(f.values);
-  if (!geometry_) evaluator_->Evaluate(geometry, full, true, &values);
   const double noise_slope = f.noise_slope;
-  const Eigen::MatrixXd k_inverse = f.cholesky.Inverse();
-  const Eigen::MatrixXd w = alpha * alpha.transpose() - k_inverse;
-  const int n = static_cast<int>(y_.size());
-  const int u = num_free();
 
   LikelihoodHessian result;
   result.jitter = f.cholesky.jitter();
   result.value = f.value;
 
-  // Per free parameter: K_i, B_i = K⁻¹K_i and v_i = K_i α.
-  const auto& dk = evaluator_->Root(values).dk;
-  std::vector<Eigen::MatrixXd> b(u);
-  Eigen::MatrixXd v(n, u);
-  result.gradient.resize(u);
-  for (int f = 0; f < u; ++f) {
-    if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
-    const int i = free_index_[f];
-    if (i == noise_index) {
-      b[f] = noise_slope * k_inverse;
-      v.col(f) = noise_slope * alpha;
-      result.gradient(f) = 0.5 * noise_slope * w.trace();
+  // Free kernel parameters (noise excluded): free index and parameter index (= the root's dk).
+  std::vector<int> kernel_free, kernel_param;
+  int noise_free = -1;
+  for (int k = 0; k < u; ++k) {
+    if (free_index_[k] == noise_index) {
+      noise_free = k;
     } else {
-      b[f].noalias() = k_inverse * dk[i];
-      v.col(f).noalias() = dk[i] * alpha;
-      result.gradient(f) = 0.5 * (w.array() * dk[i].array()).sum();
+      kernel_free.push_back(k);
+      kernel_param.push_back(free_index_[k]);
     }
   }
-  const Eigen::MatrixXd k_inverse_v = k_inverse * v;
-  // ∂²L/∂r_i∂r_j = ½ Σ (W ∘ K_ij) − (K_iα)ᵀ K⁻¹ (K_jα) + ½ tr(B_i B_j).
-  result.hessian.resize(u, u);
-  Eigen::MatrixXd k_ij;
-  for (int fi = 0; fi < u; ++fi) {
-    if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
-    for (int fj = fi; fj < u; ++fj) {
-      const int i = free_index_[fi], j = free_index_[fj];
-      double second = 0.0;
-      if (i == noise_index && j == noise_index) {
-        second = 0.5 * noise_slope * (1.0 - noise_slope) * w.trace();
-      } else if (i != noise_index && j != noise_index &&
-                 evaluator_->SecondDerivative(geometry, full, values, i, j, &k_ij)) {
-        second = 0.5 * (w.array() * k_ij.array()).sum();
+  const int kernel_count = static_cast<int>(kernel_free.size());
+
+  const HessianLayout layout = ResolveHessianLayout(n, u, kernel_count, tiling);
+  const int tile = layout.tile, panel = layout.panel_rows, block_rows = layout.block_rows;
+
+  SpdFactorization::InverseParts inverse = std::move(f.cholesky).TakeInverseFactorAndInverse();
+  const Eigen::MatrixXd& l_inverse = inverse.inverse_factor;
+  const Eigen::MatrixXd& k_inverse = inverse.inverse_lower;  // lower triangle only
+
+  Eigen::VectorXd gradient = Eigen::VectorXd::Zero(u);
+  Eigen::MatrixXd second = Eigen::MatrixXd::Zero(u, u);  // ½ Σ W ∘ K_ij, for i ≤ j
+  Eigen::MatrixXd v = Eigen::MatrixXd::Zero(n, u);       // K_i α
+  Eigen::MatrixXd trace = Eigen::MatrixXd::Zero(u, u);   // Σ C_i ∘ C_j
+  if (noise_free >= 0) {
+    const double w_trace = alpha.squaredNorm() - k_inverse.trace();
+    gradient(noise_free) = 0.5 * noise_slope * w_trace;
+    second(noise_free, noise_free) = 0.5 * noise_slope * (1.0 - noise_slope) * w_trace;
+    v.col(noise_free) = noise_slope * alpha;
+  }
+
+  // The W terms of one lower tile (row0 ≥ col0): the gradient, v and ½ Σ W ∘ K_ij. W and the
+  // K's are symmetric, so the strict lower triangle counts once and the diagonal half.
+  Eigen::MatrixXd w, k_ij;
+  auto add_w_terms = [&](int row0, int rows, int col0, int cols,
+                         const internal::PairGeometry& geometry,
+                         const std::vector<internal::KernelEvaluator::NodeValue>& values) {
+    const internal::KernelEvaluator::NodeValue& root = evaluator_->Root(values);
+    w.noalias() = alpha.segment(row0, rows) * alpha.segment(col0, cols).transpose();
+    w -= k_inverse.block(row0, col0, rows, cols);
+    if (row0 == col0) {
+      w.triangularView<Eigen::StrictlyUpper>().setZero();
+      w.diagonal() *= 0.5;
+    }
+    for (int a = 0; a < kernel_count; ++a) {
+      const Eigen::MatrixXd& k_a = root.dk[kernel_param[a]];
+      const int fa = kernel_free[a];
+      gradient(fa) += (w.array() * k_a.array()).sum();
+      v.col(fa).segment(row0, rows).noalias() += k_a * alpha.segment(col0, cols);
+      if (row0 != col0) {
+        v.col(fa).segment(col0, cols).noalias() += k_a.transpose() * alpha.segment(row0, rows);
       }
-      const double trace_term = 0.5 * (b[fi].array() * b[fj].transpose().array()).sum();
-      const double h = second - v.col(fi).dot(k_inverse_v.col(fj)) + trace_term;
+      for (int b = a; b < kernel_count; ++b) {
+        if (evaluator_->SecondDerivative(geometry, full, values, kernel_param[a], kernel_param[b],
+                                         &k_ij)) {
+          second(fa, kernel_free[b]) += (w.array() * k_ij.array()).sum();
+        }
+      }
+    }
+  };
+
+  // Panel buffers: column a holds C_a's rows P, columns [0, p1), column-major with leading
+  // dimension |P|; one row block of every K_a at a time.
+  Eigen::MatrixXd panels(static_cast<Eigen::Index>(panel) * n, u);
+  std::vector<Eigen::MatrixXd> k_block(kernel_count, Eigen::MatrixXd(block_rows, n));
+  internal::PairGeometry geometry;
+  std::vector<internal::KernelEvaluator::NodeValue> values;
+  for (int p0 = 0; p0 < n; p0 += panel) {
+    if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
+    const int rows = std::min(panel, n - p0), p1 = p0 + rows;
+    const bool last = p1 == n;
+    auto c_panel = [&](int k) {
+      return Eigen::Map<Eigen::MatrixXd>(panels.col(k).data(), rows, p1);
+    };
+    for (int k = 0; k < u; ++k) {
+      if (k == noise_free) {
+        c_panel(k) = noise_slope * l_inverse.block(p0, 0, rows, p1);
+      } else {
+        c_panel(k).setZero();
+      }
+    }
+    for (int q0 = 0; q0 < p1 && kernel_count > 0; q0 += block_rows) {
+      // Polled per row block: a block's products are at most u·2·(n/4)·256·n flops (about 2 s at
+      // n = 10,000 and u = 7), so a cancelled request stops about that long after.
+      if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
+      const int q_rows = std::min(block_rows, p1 - q0);
+      for (int c0 = 0; c0 < p1; c0 += tile) {
+        const int cols = std::min(tile, p1 - c0);
+        for (int r0 = q0; r0 < q0 + q_rows; r0 += tile) {
+          const int t_rows = std::min(tile, q0 + q_rows - r0);
+          evaluator_->MakeGeometryBlock(x_, r0, t_rows, x_, c0, cols, &geometry);
+          evaluator_->Evaluate(geometry, full, /*with_gradient=*/true, &values);
+          const internal::KernelEvaluator::NodeValue& root = evaluator_->Root(values);
+          for (int a = 0; a < kernel_count; ++a) {
+            k_block[a].block(r0 - q0, c0, t_rows, cols) = root.dk[kernel_param[a]];
+          }
+          if (last && r0 >= c0) add_w_terms(r0, t_rows, c0, cols, geometry, values);
+        }
+      }
+      for (int a = 0; a < kernel_count; ++a) {
+        c_panel(kernel_free[a]).noalias() +=
+            l_inverse.block(p0, q0, rows, q_rows) * k_block[a].topLeftCorner(q_rows, p1);
+      }
+    }
+    for (int k = 0; k < u; ++k) {
+      MultiplyByLowerTransposeOnRight(l_inverse.topLeftCorner(p1, p1), c_panel(k));
+    }
+    const Eigen::Index below = static_cast<Eigen::Index>(rows) * p0;
+    const Eigen::Index diagonal = static_cast<Eigen::Index>(rows) * rows;
+    if (below > 0) {
+      trace.noalias() += 2.0 * (panels.topRows(below).transpose() * panels.topRows(below));
+    }
+    trace.noalias() +=
+        panels.middleRows(below, diagonal).transpose() * panels.middleRows(below, diagonal);
+  }
+
+  if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
+  const Eigen::MatrixXd k_inverse_v = k_inverse.selfadjointView<Eigen::Lower>() * v;
+  result.gradient = gradient;
+  result.hessian.resize(u, u);
+  for (int fi = 0; fi < u; ++fi) {
+    for (int fj = fi; fj < u; ++fj) {
+      const double h = second(fi, fj) - v.col(fi).dot(k_inverse_v.col(fj)) + 0.5 * trace(fi, fj);
       result.hessian(fi, fj) = h;
       result.hessian(fj, fi) = h;
     }

@@ -12,13 +12,13 @@
 #ifndef GPSEL_CORE_GP_MODEL_H_
 #define GPSEL_CORE_GP_MODEL_H_
 
+#include <Eigen/Dense>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
-
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
@@ -29,7 +29,33 @@ namespace gpsel {
 namespace internal {
 class KernelEvaluator;
 struct PairGeometry;
-}
+}  // namespace internal
+
+// How LogLikelihoodHessian cuts its work into pieces (core/gp_model.cc); the Hessian is exact
+// whatever the sizes, only the rounding differs. Tests force small sizes so that the pieces
+// split at a few hundred points; the defaults keep the peak memory at about 4 n² doubles.
+struct HessianTiling {
+  // Side of the square tiles in which K's derivatives are evaluated. 0: the whole matrix as one
+  // tile up to 256 points, 64 above (the tiles the gradient uses; down to 16 with very many
+  // parameters, see ResolveHessianLayout).
+  int tile = 0;
+  // Rows of every C_i = L⁻¹ K_i L⁻ᵀ held at once (one panel per free parameter). 0: as many as
+  // fit in 2 n² doubles, at most n/4, in whole tiles. Fewer rows mean more panels, and the
+  // kernel's derivatives evaluated again for each.
+  int panel_rows = 0;
+  absl::Status Validate() const;  // INVALID_ARGUMENT on a negative size
+};
+
+// The sizes LogLikelihoodHessian works with at n points with u free parameters, k of them the
+// kernel's (u − k is the noise, if free), after `tiling`'s automatic choices; the memory
+// estimate (core/memory_estimate.cc) counts the Hessian's memory from them.
+struct HessianLayout {
+  int tile = 0;        // side of the kernel tiles
+  int panel_rows = 0;  // rows of each C_i per panel: u·panel_rows·n doubles
+  int block_rows = 0;  // rows of each K_i streamed at once: k·block_rows·n doubles
+};
+HessianLayout ResolveHessianLayout(int n, int num_free, int num_kernel_free,
+                                   const HessianTiling& tiling = {});
 
 struct LikelihoodHessian {
   double value = 0.0;
@@ -67,10 +93,12 @@ class GpModel {
   // covariance is not positive definite even after jitter; INVALID_ARGUMENT on a wrong size.
   absl::StatusOr<double> LogLikelihood(const Eigen::VectorXd& free_raw,
                                        Eigen::VectorXd* gradient = nullptr) const;
-  // The Hessian costs about u + 1 Cholesky-sized products (each O(n³)); `poll` is asked between
-  // them whether to stop, and its error is returned (a cancelled or late request).
+  // The Hessian costs about u + 1 Cholesky-sized products (each O(n³)) and holds about 4 n²
+  // doubles plus O(n·u) (see gp_model.cc); `poll` is asked between its pieces whether to stop,
+  // and its error is returned (a cancelled or late request).
   absl::StatusOr<LikelihoodHessian> LogLikelihoodHessian(const Eigen::VectorXd& free_raw,
-                                                         const ProgressCallback& poll = {}) const;
+                                                         const ProgressCallback& poll = {},
+                                                         const HessianTiling& tiling = {}) const;
 
   // log p(θ) of the independent Normal priors on the free raw values, with derivatives.
   double LogPrior(const Eigen::VectorXd& free_raw, Eigen::VectorXd* gradient = nullptr,

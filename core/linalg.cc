@@ -2,11 +2,12 @@
 // OpenBLAS (Debian's pthread build, pinned to one thread per call).
 #include "core/linalg.h"
 
+#include <malloc.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <malloc.h>
 #include <utility>
 
 #if defined(__SSE2__)
@@ -173,6 +174,28 @@ Eigen::MatrixXd SpdFactorization::TakeInverseLowerTriangle() && {
   InvertLowerTriangular(n, inverse.data(), n);
   dlauum_("L", &n, inverse.data(), &n, &info, 1);
   return inverse;
+}
+
+SpdFactorization::InverseParts SpdFactorization::TakeInverseFactorAndInverse() && {
+  InverseParts parts;
+  parts.inverse_factor = std::move(factor_);
+  factor_ = Eigen::MatrixXd();
+  const int n = static_cast<int>(parts.inverse_factor.rows());
+  InvertLowerTriangular(n, parts.inverse_factor.data(), n);
+  parts.inverse_factor.triangularView<Eigen::StrictlyUpper>().setZero();
+  parts.inverse_lower = parts.inverse_factor;
+  int info = 0;
+  dlauum_("L", &n, parts.inverse_lower.data(), &n, &info, 1);
+  return parts;
+}
+
+void MultiplyByLowerTransposeOnRight(Eigen::Ref<const Eigen::MatrixXd> lower,
+                                     Eigen::Ref<Eigen::MatrixXd> y) {
+  const int rows = static_cast<int>(y.rows()), cols = static_cast<int>(y.cols());
+  if (rows == 0 || cols == 0) return;
+  const int lda = static_cast<int>(lower.outerStride()), ldy = static_cast<int>(y.outerStride());
+  const double one = 1.0;
+  dtrmm_("R", "L", "T", "N", &rows, &cols, &one, lower.data(), &lda, y.data(), &ldy);
 }
 
 Eigen::MatrixXd SpdFactorization::InverseLowerTriangle() const {

@@ -62,6 +62,14 @@ class SpdFactorization {
   // The same, formed in the factor's own storage: saves the n×n copy when the factorisation is
   // not needed afterwards (it is left empty).
   Eigen::MatrixXd TakeInverseLowerTriangle() &&;
+  // L⁻¹ (strict upper triangle zero) and K⁻¹'s lower triangle (strict upper triangle garbage),
+  // both from one triangular inversion in the factor's storage (left empty): the exact Hessian
+  // reads both (core/gp_model.cc).
+  struct InverseParts {
+    Eigen::MatrixXd inverse_factor;
+    Eigen::MatrixXd inverse_lower;
+  };
+  InverseParts TakeInverseFactorAndInverse() &&;
   // The lower triangle holds L; the strict upper triangle holds the factorised matrix's after
   // Compute, and is unspecified after ComputeFromLower.
   const Eigen::MatrixXd& lower() const { return factor_; }
@@ -70,6 +78,11 @@ class SpdFactorization {
   Eigen::MatrixXd factor_;
   double jitter_ = 0.0;
 };
+
+// y ← y · Lᵀ for the lower-triangular `lower` (its strict upper triangle is not read; square,
+// as many rows as y has columns), in place (BLAS dtrmm).
+void MultiplyByLowerTransposeOnRight(Eigen::Ref<const Eigen::MatrixXd> lower,
+                                     Eigen::Ref<Eigen::MatrixXd> y);
 
 }  // namespace gpsel
 

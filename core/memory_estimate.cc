@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "core/gp_model.h"
 
 namespace gpsel {
 namespace {
@@ -14,6 +15,10 @@ namespace {
 constexpr int64_t kDouble = sizeof(double);
 // Fixed overhead of a request's own copies (dataset, options, result) beyond the n×n terms.
 constexpr int64_t kRequestOverheadBytes = int64_t{4} << 20;
+// OpenBLAS's work buffer, per thread that calls it with large products (its GEMM blocking): the
+// remainder bench/memory_estimate.sh measured beyond the counted matrices (16-20 MB at
+// n = 2,000-10,000), which the baseline run without any product does not have.
+constexpr int64_t kBlasBufferBytes = int64_t{32} << 20;
 // n×n matrices of one likelihood-and-gradient evaluation: K, factorised in place and turned
 // into K⁻¹ in the factor's storage, plus the copy a jitter retry factorises. The gradient is
 // accumulated over 64×64 tiles (O(u) tiles), not whole ∂K/∂θ matrices.
@@ -30,10 +35,9 @@ constexpr int64_t kImportancePoints = 600000;
 int64_t Square(int64_t n) { return n * n; }
 
 struct KernelShape {
-  int nodes = 0;          // base kernels, sums and products
-  int parameters = 0;     // kernel parameters (without noise)
-  int derivative_matrices = 0;  // Σ over nodes of the parameters below it (NodeValue::dk)
-  std::set<int> dims;     // input columns read (-1 = all)
+  int nodes = 0;           // base kernels, sums and products
+  int parameters = 0;      // kernel parameters (without noise)
+  std::set<int> dims;      // input columns read (-1 = all)
   int geometry_kinds = 0;  // d², d, x·x' matrices per column, at most 3
 };
 
@@ -42,7 +46,6 @@ int Walk(const KernelExpr& k, KernelShape& shape, std::set<std::string>& kinds) 
   if (k.is_base()) {
     const int p = static_cast<int>(BaseKernelParameterNames(k.base).size());
     shape.parameters += p;
-    shape.derivative_matrices += p;
     shape.dims.insert(k.active_dim);
     switch (k.base) {
       case BaseKernel::kSE:
@@ -61,7 +64,6 @@ int Walk(const KernelExpr& k, KernelShape& shape, std::set<std::string>& kinds) 
   }
   int below = 0;
   for (const KernelExpr& operand : k.operands) below += Walk(operand, shape, kinds);
-  shape.derivative_matrices += below;
   return below;
 }
 
@@ -73,34 +75,22 @@ KernelShape ShapeOf(const KernelExpr& kernel) {
   return shape;
 }
 
-// n×n matrices the exact Hessian holds at once: node values (K and dK per node; a product's dK
-// also makes a temporary of its other operands, about half a matrix more per derivative as
-// measured), the geometry, K⁻¹, W = ααᵀ − K⁻¹, B_i = K⁻¹K_i for every free parameter (u with
-// noise), one ∂²K/∂r_i∂r_j and its operands' temporaries, the Cholesky factor and its copy:
-// bench/memory_estimate.sh measured C*SE and C*SE + C*SE*PER at n = 1,000 and 2,000 within
-// these counts.
-int64_t HessianMatrixCount(int64_t nodes, int64_t derivative_matrices, int64_t geometry,
-                           int64_t u) {
-  return nodes + (3 * derivative_matrices + 1) / 2 + geometry + u + 8;
+// The exact Hessian (core/gp_model.cc LogLikelihoodHessian) holds L⁻¹ and K⁻¹ (two n×n
+// matrices), its panels of C_i = L⁻¹K_iL⁻ᵀ (u·panel·n doubles: at most two n×n more, u/4 of one
+// below u = 8), one row block of every kernel parameter's K_i (at most n²/2, 256 rows each from
+// n ≈ 512·u on), and O(n·u) vectors (K_iα and their solves). Nothing of it depends on the
+// kernel's tree beyond u: the derivatives are made in 64×64 tiles.
+int64_t HessianBytes(int64_t n, int u) {
+  const HessianLayout layout = ResolveHessianLayout(static_cast<int>(n), u, std::max(u - 1, 0));
+  const int64_t doubles = 2 * Square(n) + int64_t{layout.panel_rows} * n * u +
+                          int64_t{layout.block_rows} * n * std::max(u - 1, 0) + 8 * n * u;
+  return kDouble * doubles;
 }
 
 // The worst candidate a search of `depth` steps can build: `depth` leaves of the widest base
-// kernel, nested as deeply as the grammar allows (each step may wrap the whole expression).
-int64_t WorstSearchHessianMatrices(int depth, int dims) {
-  const int leaves = std::max(depth, 1);
-  const int parameters = leaves * kWidestBaseParameters;
-  // A chain of `leaves - 1` binary operators: the k-th operator from the top has all the
-  // parameters below it; bounded by parameters × (levels + 1).
-  return HessianMatrixCount(/*nodes=*/2 * leaves - 1, /*derivative_matrices=*/parameters * leaves,
-                            /*geometry=*/3 * std::max(1, std::min(dims, leaves)),
-                            /*u=*/parameters + 1);
-}
-
-int64_t HessianMatrices(const KernelExpr& kernel) {
-  const KernelShape shape = ShapeOf(kernel);
-  return HessianMatrixCount(shape.nodes, shape.derivative_matrices,
-                            static_cast<int64_t>(shape.dims.size()) * shape.geometry_kinds,
-                            /*u=*/shape.parameters + 1);
+// kernel, so u = 2·depth + 1 with the noise.
+int64_t WorstSearchHessianBytes(int64_t n, int depth) {
+  return HessianBytes(n, std::max(depth, 1) * kWidestBaseParameters + 1);
 }
 
 MemoryEstimate Make(int64_t bytes, std::string breakdown) {
@@ -132,7 +122,7 @@ int64_t LikelihoodEvaluationBytes(int64_t n, int num_parameters) {
 }
 
 int64_t LikelihoodHessianBytes(int64_t n, const KernelExpr& kernel) {
-  return kDouble * Square(n) * HessianMatrices(kernel);
+  return HessianBytes(n, ShapeOf(kernel).parameters + 1);
 }
 
 MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<KernelExpr>& kernels,
@@ -145,29 +135,31 @@ MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<Kernel
     const int u = ShapeOf(kernel).parameters + 1;
     // Kernels are scored one after another. Within one, `threads` starts evaluate at once;
     // the MLL and MAP fits run as one batch, so with two threads or more both winners' Newton
-    // polishes (each with its exact Hessian) can run at once (measured: 785 MB for
-    // C*SE + C*SE*PER at n = 1,000 on two threads, 405 MB on one).
+    // polishes (each with its exact Hessian) can run at once, beside evaluations of the other
+    // threads. A thread's Hessian comes after its evaluations, never beside them.
     const int concurrent_hessians = std::min(threads, 2);
-    const int64_t bytes = std::max<int64_t>(
-        threads * LikelihoodEvaluationBytes(n, u),
-        concurrent_hessians *
-            (LikelihoodHessianBytes(n, kernel) + LikelihoodEvaluationBytes(n, u)));
+    const int64_t bytes =
+        threads * kBlasBufferBytes +
+        std::max<int64_t>(threads * LikelihoodEvaluationBytes(n, u),
+                          concurrent_hessians * LikelihoodHessianBytes(n, kernel) +
+                              (threads - concurrent_hessians) * LikelihoodEvaluationBytes(n, u));
     if (bytes > worst) {
       worst = bytes;
       worst_kernel = ToString(kernel);
     }
   }
-  return Make(worst, absl::StrFormat("n = %d, largest need: the Hessian of %s, %d fit thread(s)",
-                                     n, worst_kernel, threads));
+  return Make(worst, absl::StrFormat("n = %d, largest need: the Hessian of %s, %d fit thread(s)", n,
+                                     worst_kernel, threads));
 }
 
 MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& options) {
   const int64_t n = data.num_points();
   const int threads = std::max(1, options.threads);
   const int depth = std::max(1, options.max_depth);
+  // Each candidate's fit runs in its thread: its Hessian comes after its evaluations.
   const int64_t per_candidate =
-      kDouble * Square(n) * WorstSearchHessianMatrices(depth, data.num_dims()) +
-      LikelihoodEvaluationBytes(n, depth * kWidestBaseParameters + 1);
+      kBlasBufferBytes + std::max(WorstSearchHessianBytes(n, depth),
+                                  LikelihoodEvaluationBytes(n, depth * kWidestBaseParameters + 1));
   return Make(threads * per_candidate,
               absl::StrFormat("n = %d, %d candidate(s) at once, each up to %d base kernels "
                               "with its Hessian",
@@ -221,7 +213,7 @@ MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& ker
   const int64_t calls = std::max<int64_t>(ns.max_likelihood_calls, 1);
   const int64_t runs_at_once = std::max(1, std::min(ns.threads, ns.num_runs));
   const int64_t nested =
-      runs_at_once * LikelihoodEvaluationBytes(n, u) +
+      runs_at_once * (LikelihoodEvaluationBytes(n, u) + kBlasBufferBytes) +
       ns.num_runs * (kDouble * calls * (u + 4) +
                      2 * (kDouble * (u + 1) + 4) * std::min(calls, kImportancePoints));
   if (options.method == EvidenceMethod::kNested) {
@@ -235,7 +227,7 @@ MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& ker
   // proposals, and doubles once while growing.
   const ImportanceSamplingOptions& is = options.importance;
   const int64_t threads = std::max(1, is.threads);
-  const int64_t importance = threads * LikelihoodEvaluationBytes(n, u) +
+  const int64_t importance = threads * (LikelihoodEvaluationBytes(n, u) + kBlasBufferBytes) +
                              LikelihoodHessianBytes(n, kernel) +
                              2 * kDouble * is.max_samples * (u + 5 + is.max_adaptations);
   const int64_t bytes =

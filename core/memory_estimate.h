@@ -26,8 +26,8 @@
 namespace gpsel {
 
 struct MemoryEstimate {
-  int64_t bytes = 0;       // estimated peak, above the process's resting footprint
-  std::string breakdown;   // what dominates, e.g. "1 fit at a time × Hessian of 7 parameters ..."
+  int64_t bytes = 0;      // estimated peak, above the process's resting footprint
+  std::string breakdown;  // what dominates, e.g. "1 fit at a time × Hessian of 7 parameters ..."
   std::string Summary() const;  // "2.3 GB (breakdown)"
 };
 
@@ -38,7 +38,7 @@ std::string FormatBytes(int64_t bytes);
 // optimiser's working set per concurrently fitted start).
 int64_t LikelihoodEvaluationBytes(int64_t n, int num_parameters);
 // Bytes of the exact Hessian of `kernel` at n points (core/gp_model.cc LogLikelihoodHessian):
-// the kernel's node values and their derivatives, the geometry it reads, K⁻¹, W and u products.
+// L⁻¹, K⁻¹ and the panels of C_i = L⁻¹K_iL⁻ᵀ, at most 4 n² doubles, plus O(n·u).
 int64_t LikelihoodHessianBytes(int64_t n, const KernelExpr& kernel);
 
 MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<KernelExpr>& kernels,

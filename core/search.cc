@@ -940,12 +940,21 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     metrics.push_back(*core_metric_);
   }
   final_options.metrics = metrics;
-  const ProgressCallback final_progress = [this](const Progress& poll) -> absl::Status {
-    if (poll.poll_only) return ReportProgress(progress_, poll);
+  // The re-score is a phase of its own (stage "rescore"), with the fits' own fractions from 0 to
+  // 1, so that a progress display shows it moving and can time it (core/progress_clock.h)
+  // instead of sitting at the candidates' 100 %.
+  // Its fits report fractions per stage (MLL fit, polish, Laplace Hessian) that need not rise
+  // across stages, so the phase shows their running maximum.
+  double rescore_fraction = 0.0;
+  const ProgressCallback final_progress =
+      [this, &best, &rescore_fraction](const Progress& inner) -> absl::Status {
+    if (inner.poll_only) return ReportProgress(progress_, inner);
     Progress progress;
-    progress.stage = "search";
-    progress.fraction = 1.0;  // candidates reached 1.0 already: never go backwards
-    progress.message = "re-scoring the best kernel with every metric";
+    progress.stage = "rescore";
+    rescore_fraction = std::max(rescore_fraction, inner.fraction);
+    progress.fraction = rescore_fraction;
+    progress.message = absl::StrCat("re-scoring ", best->record.kernel,
+                                    " with every metric: ", inner.stage, " ", inner.message);
     return ReportProgress(progress_, progress);
   };
   // The default scorer's fits of the best kernel are reused: only the fits the other metrics

@@ -386,6 +386,30 @@ TEST(BridgeValidationTest, EveryBadFieldIsNamedWithCoreMessagesAndDefaults) {
   ASSERT_TRUE(ValidateScoreRequest(request, ServiceLimits{}).ok());
 }
 
+// The server's default point limit is the CLI's (core/dataset.h kDefaultMaxPoints): the same
+// dataset is accepted, and one point more refused, in-process and over gRPC alike.
+TEST(BridgeValidationTest, ServerAndCliAgreeOnThePointLimit) {
+  EXPECT_EQ(ServiceLimits{}.max_points, kDefaultMaxPoints);
+  EXPECT_EQ(DatasetLimits{}.max_points, kDefaultMaxPoints);
+  EXPECT_EQ(ServiceLimitCeilings().max_points, kMaxPointsCeiling);
+  for (int n : {kDefaultMaxPoints, kDefaultMaxPoints + 1}) {
+    Dataset data;
+    data.x = Eigen::VectorXd::LinSpaced(n, 0.0, 1.0);
+    data.y = data.x.col(0).array().sin();
+    const absl::Status in_process = ValidateDataset(data);
+    const absl::Status server =
+        ValidateScoreRequest(bridge::ScoreRequestOf(data, {Kernel("SE")}, ScoreOptions{}),
+                             ServiceLimits{})
+            .status();
+    EXPECT_EQ(in_process.ok(), n <= kDefaultMaxPoints) << in_process;
+    EXPECT_EQ(server.ok(), in_process.ok()) << server;
+    if (!server.ok()) {
+      EXPECT_THAT(std::string(server.message()),
+                  HasSubstr(absl::StrCat("limit of ", kDefaultMaxPoints)));
+    }
+  }
+}
+
 TEST(BridgeValidationTest, SearchOptionsReportEveryBadFieldAtOnce) {
   SearchOptions options;
   options.base_kernels = {Kernel("SE")};

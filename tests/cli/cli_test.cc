@@ -1,17 +1,17 @@
 // End-to-end tests of the `gpsel` binary in-process mode: exit codes, messages, JSON shape and
 // the paper's numbers through the CLI.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/cli/json_keys.h"
 
@@ -174,6 +174,14 @@ struct BadInputCase {
 
 class CliBadInputTest : public testing::TestWithParam<BadInputCase> {};
 
+// A CSV of n points on a line: one more than the point limit that the CLI (in-process) and
+// gpsel-server share (core/dataset.h kDefaultMaxPoints = 10,000) is refused.
+std::string LinePoints(int n) {
+  std::string csv = "x,y\n";
+  for (int i = 0; i < n; ++i) csv += std::to_string(i) + "," + std::to_string(i % 7) + "\n";
+  return csv;
+}
+
 TEST_P(CliBadInputTest, ExitsWithCodeTwoAndAClearMessage) {
   const BadInputCase& c = GetParam();
   const std::string data = c.csv.empty() ? kExample : WriteTemp(c.name + ".csv", c.csv);
@@ -196,15 +204,42 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"bad_kernel", "", "--kernel 'SE+*LIN'", "kernel expression"},
         BadInputCase{"unknown_kernel", "", "--kernel 'SQ'", "unknown base kernel 'SQ'"},
         BadInputCase{"dim_too_large", "", "--kernel 'SE[3]'", "input dimension 3"},
-        BadInputCase{"unknown_metric", "", "--kernel SE --metrics mll,foo",
-                     "unknown metric 'foo'"},
+        BadInputCase{"unknown_metric", "", "--kernel SE --metrics mll,foo", "unknown metric 'foo'"},
         BadInputCase{"bad_restarts", "", "--kernel SE --restarts 0", "restarts"},
         BadInputCase{"bad_prior", "", "--kernel SE --prior SE.lengthscale=0", "NAME=MEAN,SD"},
         BadInputCase{"unknown_prior", "", "--kernel SE --prior PER.period=0,1",
                      "unknown hyperparameter 'PER.period'"},
-        BadInputCase{"constant_y", "x,y\n1,2\n2,2\n3,2\n", "--kernel SE",
-                     "constant targets"}),
+        BadInputCase{"constant_y", "x,y\n1,2\n2,2\n3,2\n", "--kernel SE", "constant targets"},
+        BadInputCase{"too_many_points", LinePoints(10001), "--kernel SE",
+                     "10001 points exceed the limit of 10000"}),
     [](const testing::TestParamInfo<BadInputCase>& info) { return info.param.name; });
+
+// Before long work the CLI says how long and how much memory it expects (core/time_estimate.h,
+// core/memory_estimate.h), on stderr only: the weekly CO₂ series (n = 2,225) with C*SE takes
+// minutes here. The run is killed once the line is out; a small run prints no estimate.
+TEST(CliTest, LongWorkIsAnnouncedWithTimeAndMemoryOnStderr) {
+  const std::string dir = testing::TempDir() + "/announce_" + std::to_string(getpid());
+  const std::string err = dir + ".err", out = dir + ".out";
+  const std::string command =
+      "sh -c '" + std::string(GPSEL_CLI_PATH) + " score --data " + GPSEL_DATA_DIR +
+      "/co2_weekly.csv --kernel C*SE --json >" + out + " 2>" + err +
+      " & pid=$!; for i in $(seq 300); do grep -q estimated " + err +
+      " && break; sleep 0.1; done; kill -9 $pid; wait $pid 2>/dev/null; true'";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream err_in(err), out_in(out);
+  const std::string err_text((std::istreambuf_iterator<char>(err_in)),
+                             std::istreambuf_iterator<char>());
+  const std::string out_text((std::istreambuf_iterator<char>(out_in)),
+                             std::istreambuf_iterator<char>());
+  EXPECT_THAT(err_text, testing::ContainsRegex("gpsel: estimated [0-9]+:[0-9][0-9]"));
+  EXPECT_THAT(err_text, testing::HasSubstr(" MB"));
+  EXPECT_THAT(err_text, testing::HasSubstr("n = 2225"));
+  EXPECT_EQ(out_text.find("estimated"), std::string::npos) << out_text;
+
+  CliRun small = RunGpsel("score --data " + kExample + " --kernel SE --restarts 1 --json");
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.err.find("estimated"), std::string::npos) << small.err;
+}
 
 TEST(CliTest, MissingFileIsReported) {
   CliRun run = RunGpsel("score --data /nonexistent/file.csv --kernel SE");

@@ -3,14 +3,16 @@
 // NOT_FOUND, the bundled data sets), validation limits and standardisation of y.
 #include "core/dataset.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "absl/strings/str_cat.h"
 
 namespace gpsel {
 namespace {
@@ -238,10 +240,11 @@ void ExpectInvalidDataset(const Dataset& d, const std::string& fragment,
 
 TEST(DatasetValidateTest, Limits) {
   EXPECT_TRUE(ValidateDataset(Small(2, 1)).ok());
-  EXPECT_TRUE(ValidateDataset(Small(20000, 1)).ok());
+  EXPECT_TRUE(ValidateDataset(Small(kDefaultMaxPoints, 1)).ok());
   EXPECT_TRUE(ValidateDataset(Small(3, 64)).ok());
   ExpectInvalidDataset(Small(1, 1), "y");
-  ExpectInvalidDataset(Small(20001, 1), "20000");
+  ExpectInvalidDataset(Small(kDefaultMaxPoints + 1, 1),
+                       absl::StrCat("exceed the limit of ", kDefaultMaxPoints));
   ExpectInvalidDataset(Small(3, 65), "x");
   ExpectInvalidDataset(Small(3, 0), "x");
   Dataset empty;

@@ -5,12 +5,18 @@
 //    kernel and a set of composites, at 20 raw vectors drawn from the prior per kernel, on random
 //    1-D data (which contains x = 0 exactly, where LIN factors vanish) and on 2-D data with active
 //    dimensions. A per-kernel table of the worst relative errors is printed and recorded.
-//  * The covariance and the log likelihood against an independent implementation of the paper's Eq. (1)
+//  * The covariance and the log likelihood against an independent implementation of the paper's Eq.
+//  (1)
 //    written here (closed-form base kernels, Eigen LLT), kernel algebra (k_{a+b} = k_a + k_b,
 //    k_{a·b} = k_a ∘ k_b, operand order and grouping irrelevant), the noise floor, fixed
 //    parameters, parameter names, argument errors and a near-singular (jitter) case.
 #include "core/gp_model.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,11 +29,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <Eigen/Cholesky>
-#include <Eigen/Eigenvalues>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
@@ -226,13 +227,14 @@ struct FdError {
 // with the fifth derivative) and a large one where |L| is large and roundoff dominates.
 constexpr double kSteps[] = {1e-3, 1e-4, 1e-2, 1e-5, 1e-6};
 
-FdError CheckAgainstFiniteDifferences(const GpModel& model, const Eigen::VectorXd& raw) {
+FdError CheckAgainstFiniteDifferences(const GpModel& model, const Eigen::VectorXd& raw,
+                                      const HessianTiling& tiling = {}) {
   FdError err;
   const int u = model.num_free();
   Eigen::VectorXd gradient;
   absl::StatusOr<double> value = model.LogLikelihood(raw, &gradient);
   EXPECT_TRUE(value.ok()) << value.status();
-  absl::StatusOr<LikelihoodHessian> hess = model.LogLikelihoodHessian(raw);
+  absl::StatusOr<LikelihoodHessian> hess = model.LogLikelihoodHessian(raw, {}, tiling);
   EXPECT_TRUE(hess.ok()) << hess.status();
   if (!value.ok() || !hess.ok()) {
     err.finite = false;
@@ -273,8 +275,8 @@ FdError CheckAgainstFiniteDifferences(const GpModel& model, const Eigen::VectorX
       double column_error = 0.0;
       for (int i = 0; i < u; ++i) {
         const double h = hess->hessian(i, k);
-        column_error = std::max(column_error,
-                                std::abs(column(i) - h) / std::max({1.0, std::abs(h), hessian_floor}));
+        column_error = std::max(
+            column_error, std::abs(column(i) - h) / std::max({1.0, std::abs(h), hessian_floor}));
       }
       hessian_error = std::min(hessian_error, column_error);
       if (gradient_error < 1e-9 && hessian_error < 1e-9) break;
@@ -296,8 +298,7 @@ std::vector<Eigen::VectorXd> PriorDraws(const GpModel& model, int count, uint64_
   const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
   std::vector<Eigen::VectorXd> draws;
   *redrawn = 0;
-  for (int attempt = 0; attempt < 50 * count && static_cast<int>(draws.size()) < count;
-       ++attempt) {
+  for (int attempt = 0; attempt < 50 * count && static_cast<int>(draws.size()) < count; ++attempt) {
     Eigen::VectorXd raw(model.num_free());
     for (int k = 0; k < raw.size(); ++k) raw(k) = mean(k) + sd(k) * normal(rng);
     Eigen::MatrixXd k = model.CrossCovariance(raw, model.x(), model.x());
@@ -389,12 +390,13 @@ class GpModelDerivativeTest : public ::testing::TestWithParam<DerivativeCase> {
            "|fd − H| / max(1, |H|, 1e-2‖g‖∞); loglik-ref: vs Eigen LLT)\n";
     out << std::left << std::setw(34) << "kernel" << std::right << std::setw(4) << "u"
         << std::setw(14) << "gradient" << std::setw(14) << "hessian" << std::setw(14)
-        << "loglik-ref" << std::setw(9) << "redrawn" << "\n";
+        << "loglik-ref" << std::setw(9) << "redrawn"
+        << "\n";
     for (const ReportRow& r : Report()) {
       out << std::left << std::setw(34) << r.kernel << std::right << std::setw(4) << r.u
-          << std::scientific << std::setprecision(2) << std::setw(14) << r.gradient
-          << std::setw(14) << r.hessian << std::setw(14) << r.loglik << std::defaultfloat
-          << std::setw(9) << r.redrawn << "\n";
+          << std::scientific << std::setprecision(2) << std::setw(14) << r.gradient << std::setw(14)
+          << r.hessian << std::setw(14) << r.loglik << std::defaultfloat << std::setw(9)
+          << r.redrawn << "\n";
     }
     std::cout << out.str();
   }
@@ -431,8 +433,9 @@ INSTANTIATE_TEST_SUITE_P(
                       DerivativeCase{"SE*PER"}, DerivativeCase{"C*SE+C*RQ"},
                       DerivativeCase{"(SE+LIN)*MAT32"}, DerivativeCase{"LIN*LIN"},
                       DerivativeCase{"SE+SE"}, DerivativeCase{"C*SE+C*SE*PER+C*RQ+C*SE"},
-                      DerivativeCase{"(C+LIN)*(PER+RQ*MAT52)"}, DerivativeCase{"SE[0]*LIN[1]", true},
-                      DerivativeCase{"SE", true}, DerivativeCase{"MAT32[1]+RQ[0]*PER[0]", true},
+                      DerivativeCase{"(C+LIN)*(PER+RQ*MAT52)"},
+                      DerivativeCase{"SE[0]*LIN[1]", true}, DerivativeCase{"SE", true},
+                      DerivativeCase{"MAT32[1]+RQ[0]*PER[0]", true},
                       DerivativeCase{"LIN*MAT12+C", true}),
     [](const ::testing::TestParamInfo<DerivativeCase>& info) {
       std::string name;
@@ -532,11 +535,13 @@ TEST(GpModelPriorTest, LogPriorValueGradientAndHessian) {
       for (int i = 0; i < raw.size(); ++i) EXPECT_NEAR(column(i), hessian(i, k), 1e-8);
     }
     // Independent parameters: the Hessian is diagonal, −1/sd².
-    EXPECT_TRUE(hessian.isApprox(Eigen::MatrixXd((-sd.array().square().inverse()).matrix().asDiagonal())));
+    EXPECT_TRUE(
+        hessian.isApprox(Eigen::MatrixXd((-sd.array().square().inverse()).matrix().asDiagonal())));
   }
   // The override is used.
   const std::vector<std::string> names = model.free_names();
-  const int period = static_cast<int>(std::find(names.begin(), names.end(), "PER.period") - names.begin());
+  const int period =
+      static_cast<int>(std::find(names.begin(), names.end(), "PER.period") - names.begin());
   ASSERT_LT(period, static_cast<int>(names.size()));
   EXPECT_DOUBLE_EQ(mean(period), 1.5);
   EXPECT_DOUBLE_EQ(sd(period), 0.25);
@@ -544,14 +549,18 @@ TEST(GpModelPriorTest, LogPriorValueGradientAndHessian) {
 
 TEST(GpModelPriorTest, DefaultPriorsAreThePaperTable) {
   const Data data = Random1D();
-  const GpModel model =
-      MakeModel(Kernel("SE+MAT12+MAT32+MAT52+LIN+PER+RQ+C"), data.x, data.y);
+  const GpModel model = MakeModel(Kernel("SE+MAT12+MAT32+MAT52+LIN+PER+RQ+C"), data.x, data.y);
   const std::map<std::string, std::pair<double, double>> expected = {
-      {"SE.lengthscale", {-0.212, 1.89}},   {"MAT12.lengthscale", {0.8, 2.15}},
-      {"MAT32.lengthscale", {0.8, 2.15}},   {"MAT52.lengthscale", {0.8, 2.15}},
-      {"LIN.variance", {-0.8, 1.0}},        {"PER.lengthscale", {0.78, 2.29}},
-      {"PER.period", {0.65, 1.0}},          {"RQ.lengthscale", {-0.05, 1.94}},
-      {"RQ.alpha", {1.88, 3.1}},            {"C.constant", {-1.63, 2.26}},
+      {"SE.lengthscale", {-0.212, 1.89}},
+      {"MAT12.lengthscale", {0.8, 2.15}},
+      {"MAT32.lengthscale", {0.8, 2.15}},
+      {"MAT52.lengthscale", {0.8, 2.15}},
+      {"LIN.variance", {-0.8, 1.0}},
+      {"PER.lengthscale", {0.78, 2.29}},
+      {"PER.period", {0.65, 1.0}},
+      {"RQ.lengthscale", {-0.05, 1.94}},
+      {"RQ.alpha", {1.88, 3.1}},
+      {"C.constant", {-1.63, 2.26}},
       {"noise", {-3.52, 3.58}}};
   const std::vector<std::string> names = model.free_names();
   ASSERT_EQ(names.size(), expected.size());
@@ -591,9 +600,7 @@ TEST(GpModelCovarianceTest, BaseKernelsMatchTheClosedFormsOfDesign) {
                 std::exp(-std::sqrt(5.0) * d / a);
        }},
       {"PER",
-       [&](double d) {
-         return std::exp(-2 * std::pow(std::sin(kPi * d / b), 2) / (a * a));
-       }},
+       [&](double d) { return std::exp(-2 * std::pow(std::sin(kPi * d / b), 2) / (a * a)); }},
       {"RQ", [&](double d) { return std::pow(1 + d * d / (2 * b * a * a), -b); }},
       {"C", [&](double) { return a; }},
   };
@@ -616,14 +623,13 @@ TEST(GpModelCovarianceTest, BaseKernelsMatchTheClosedFormsOfDesign) {
   {
     const GpModel se = MakeModel(Kernel("SE"), x1, y);
     const Eigen::MatrixXd one = Eigen::MatrixXd::Zero(1, 1), two = Eigen::MatrixXd::Ones(1, 1);
-    EXPECT_NEAR(se.CrossCovariance(Eigen::Vector2d(0.0, 0.0), one, two)(0, 0),
-                0.353212828368, 1e-11);  // exp(−1 / (2 log² 2))
+    EXPECT_NEAR(se.CrossCovariance(Eigen::Vector2d(0.0, 0.0), one, two)(0, 0), 0.353212828368,
+                1e-11);  // exp(−1 / (2 log² 2))
     const GpModel per = MakeModel(Kernel("PER"), x1, y);
     const double raw_one = std::log(std::exp(1.0) - 1.0);
     const Eigen::MatrixXd quarter = Eigen::MatrixXd::Constant(1, 1, 0.25);
-    EXPECT_NEAR(
-        per.CrossCovariance(Eigen::Vector3d(raw_one, raw_one, 0.0), one, quarter)(0, 0),
-        std::exp(-1.0), 1e-12);  // sin²(π/4) = ½
+    EXPECT_NEAR(per.CrossCovariance(Eigen::Vector3d(raw_one, raw_one, 0.0), one, quarter)(0, 0),
+                std::exp(-1.0), 1e-12);  // sin²(π/4) = ½
   }
   // LIN in one and two dimensions: v·x·x'.
   {
@@ -703,8 +709,8 @@ TEST(GpModelCovarianceTest, SumIsSumAndProductIsElementwiseProductInEitherOrder)
   std::mt19937_64 rng(21);
   std::normal_distribution<double> normal(0.0, 1.0);
   const std::vector<std::pair<std::string, std::string>> pairs = {
-      {"SE", "PER"}, {"LIN", "RQ"}, {"MAT12", "MAT52"}, {"C", "MAT32"},
-      {"SE[0]", "LIN[1]"}, {"PER+C", "RQ*LIN"}};
+      {"SE", "PER"},  {"LIN", "RQ"},       {"MAT12", "MAT52"},
+      {"C", "MAT32"}, {"SE[0]", "LIN[1]"}, {"PER+C", "RQ*LIN"}};
   for (const auto& [ta, tb] : pairs) {
     SCOPED_TRACE(ta + " with " + tb);
     const KernelExpr a = Kernel(ta), b = Kernel(tb);
@@ -716,10 +722,11 @@ TEST(GpModelCovarianceTest, SumIsSumAndProductIsElementwiseProductInEitherOrder)
     const Eigen::MatrixXd ka = ma.CrossCovariance(RawByName(ma, raw), data.x, x2);
     const Eigen::MatrixXd kb = mb.CrossCovariance(RawByName(mb, raw), data.x, x2);
     for (KernelExpr::Kind kind : {KernelExpr::Kind::kSum, KernelExpr::Kind::kProduct}) {
-      const Eigen::MatrixXd expected =
-          kind == KernelExpr::Kind::kSum ? Eigen::MatrixXd(ka + kb) : Eigen::MatrixXd(ka.cwiseProduct(kb));
-      const KernelExpr canonical = kind == KernelExpr::Kind::kSum ? KernelExpr::Sum({a, b})
-                                                                    : KernelExpr::Product({a, b});
+      const Eigen::MatrixXd expected = kind == KernelExpr::Kind::kSum
+                                           ? Eigen::MatrixXd(ka + kb)
+                                           : Eigen::MatrixXd(ka.cwiseProduct(kb));
+      const KernelExpr canonical =
+          kind == KernelExpr::Kind::kSum ? KernelExpr::Sum({a, b}) : KernelExpr::Product({a, b});
       for (const KernelExpr& e : {canonical, Unsorted(kind, {a, b}), Unsorted(kind, {b, a})}) {
         const GpModel m = MakeModel(e, data.x, data.y);
         const Eigen::MatrixXd k = m.CrossCovariance(RawByName(m, raw), data.x, x2);
@@ -740,25 +747,27 @@ TEST(GpModelCovarianceTest, RepeatedBaseKernelsAreIndependentCopies) {
   const double r1 = -0.4, r2 = 1.3;
   const Eigen::MatrixXd k1 = one.CrossCovariance(Eigen::Vector2d(r1, 0.0), data.x, data.x);
   const Eigen::MatrixXd k2 = one.CrossCovariance(Eigen::Vector2d(r2, 0.0), data.x, data.x);
-  EXPECT_TRUE(sum.CrossCovariance(Eigen::Vector3d(r1, r2, 0.0), data.x, data.x)
-                  .isApprox(k1 + k2, 1e-14));
+  EXPECT_TRUE(
+      sum.CrossCovariance(Eigen::Vector3d(r1, r2, 0.0), data.x, data.x).isApprox(k1 + k2, 1e-14));
   EXPECT_TRUE(product.CrossCovariance(Eigen::Vector3d(r1, r2, 0.0), data.x, data.x)
                   .isApprox(k1.cwiseProduct(k2), 1e-14));
   // SE·SE with lengthscales ℓ₁, ℓ₂ is SE with 1/ℓ² = 1/ℓ₁² + 1/ℓ₂².
   const double l1 = Softplus(r1), l2 = Softplus(r2);
   const double l = 1.0 / std::sqrt(1.0 / (l1 * l1) + 1.0 / (l2 * l2));
-  EXPECT_TRUE(product.CrossCovariance(Eigen::Vector3d(r1, r2, 0.0), data.x, data.x)
-                  .isApprox(one.CrossCovariance(Eigen::Vector2d(InverseSoftplus(l), 0.0), data.x,
-                                                data.x),
-                            1e-12));
+  EXPECT_TRUE(
+      product.CrossCovariance(Eigen::Vector3d(r1, r2, 0.0), data.x, data.x)
+          .isApprox(one.CrossCovariance(Eigen::Vector2d(InverseSoftplus(l), 0.0), data.x, data.x),
+                    1e-12));
 }
 
 TEST(GpModelCovarianceTest, GroupingOfProductsAndSumsIsIrrelevant) {
   const Data data = Random1D();
   const KernelExpr se = KernelExpr::Base(BaseKernel::kSE), per = KernelExpr::Base(BaseKernel::kPER),
                    lin = KernelExpr::Base(BaseKernel::kLIN);
-  const std::map<std::string, double> raw = {{"SE.lengthscale", 0.3}, {"PER.lengthscale", -0.2},
-                                             {"PER.period", 0.9},     {"LIN.variance", -1.1},
+  const std::map<std::string, double> raw = {{"SE.lengthscale", 0.3},
+                                             {"PER.lengthscale", -0.2},
+                                             {"PER.period", 0.9},
+                                             {"LIN.variance", -1.1},
                                              {"noise", -2.0}};
   for (KernelExpr::Kind kind : {KernelExpr::Kind::kSum, KernelExpr::Kind::kProduct}) {
     const KernelExpr flat = Unsorted(kind, {se, per, lin});
@@ -834,8 +843,8 @@ TEST(GpModelLikelihoodTest, NoiseFloorIsOneInTenThousandPlusSoftplus) {
   const GpModel white = MakeModel(Kernel("C"), data.x, data.y);
   for (double r : {-40.0, -3.0, 1.0}) {
     const double s2 = 1e-4 + RefSoftplus(r);
-    const double expected = -0.5 * data.y.squaredNorm() / s2 -
-                            0.5 * data.y.size() * std::log(s2) - 0.5 * data.y.size() * kLog2Pi;
+    const double expected = -0.5 * data.y.squaredNorm() / s2 - 0.5 * data.y.size() * std::log(s2) -
+                            0.5 * data.y.size() * kLog2Pi;
     EXPECT_NEAR(*white.LogLikelihood(Eigen::Vector2d(-80.0, r)), expected,
                 1e-9 * std::abs(expected))
         << r;
@@ -866,8 +875,7 @@ TEST(GpModelFixedTest, FixedParametersReduceUAndGradientMatchesOverTheFreeOnes) 
   const GpModel fixed = MakeModel(kernel, data.x, data.y, settings);
   EXPECT_EQ(full.num_free(), 5);
   EXPECT_EQ(fixed.num_free(), 3);
-  EXPECT_THAT(fixed.free_names(),
-              ElementsAre("PER.lengthscale", "SE.lengthscale", "LIN.variance"));
+  EXPECT_THAT(fixed.free_names(), ElementsAre("PER.lengthscale", "SE.lengthscale", "LIN.variance"));
   EXPECT_EQ(fixed.prior_mean().size(), 3);
   EXPECT_EQ(fixed.parameters().size(), 5u);
   const Eigen::VectorXd free_raw = Eigen::Vector3d(-0.3, 0.4, -1.0);
@@ -894,8 +902,11 @@ TEST(GpModelFixedTest, FixedParametersReduceUAndGradientMatchesOverTheFreeOnes) 
   EXPECT_EQ(prior_gradient.size(), 3);
 
   // Everything fixed: u = 0, the empty raw vector works.
-  settings.fixed_values = {{"PER.period", 1.3}, {"PER.lengthscale", 0.8},
-                           {"SE.lengthscale", 1.1}, {"LIN.variance", 0.4}, {"noise", 0.05}};
+  settings.fixed_values = {{"PER.period", 1.3},
+                           {"PER.lengthscale", 0.8},
+                           {"SE.lengthscale", 1.1},
+                           {"LIN.variance", 0.4},
+                           {"noise", 0.05}};
   const GpModel all = MakeModel(kernel, data.x, data.y, settings);
   EXPECT_EQ(all.num_free(), 0);
   Eigen::VectorXd g0;
@@ -926,7 +937,8 @@ TEST(GpModelNamesTest, ParameterNames) {
               ElementsAre("RQ.lengthscale", "RQ.alpha", "noise"));
   EXPECT_THAT(MakeModel(Kernel("C"), d1.x, d1.y).free_names(), ElementsAre("C.constant", "noise"));
   const std::vector<std::string> names = MakeModel(Kernel("SE[0]*LIN[1]"), d2.x, d2.y).free_names();
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("SE[0].lengthscale", "LIN[1].variance", "noise"));
+  EXPECT_THAT(names,
+              ::testing::UnorderedElementsAre("SE[0].lengthscale", "LIN[1].variance", "noise"));
   EXPECT_EQ(names.back(), "noise");
   // A dimensioned and an undimensioned copy are different labels; two LIN[1] are numbered.
   EXPECT_THAT(MakeModel(Kernel("LIN[1]+LIN[1]+LIN"), d2.x, d2.y).free_names(),
@@ -1060,7 +1072,6 @@ TEST(GpModelJitterTest, DuplicatePointsWithTinyNoiseNeverGiveNaN) {
   EXPECT_EQ(h->jitter, 0.0);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // More than 256 points: K and ∂K/∂r are evaluated in 64×64 tiles of the lower triangle (the
 // small-n tests above all take the whole-matrix path). 300 points give full tiles, a 44-row
@@ -1079,8 +1090,8 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
     const Data data = c.two_dimensional ? Random2D(31, 300) : Random1D(29, 300);
     const KernelExpr kernel = Kernel(c.kernel);
     const bool has_period = std::string_view(c.kernel).find("PER") != std::string_view::npos;
-    const GpModel model = MakeModel(kernel, data.x, data.y, has_period ? fixed_period
-                                                                       : HyperparameterSettings{});
+    const GpModel model =
+        MakeModel(kernel, data.x, data.y, has_period ? fixed_period : HyperparameterSettings{});
     if (has_period) {
       ASSERT_EQ(model.num_free() + 1, static_cast<int>(model.parameters().size()));
     }
@@ -1092,6 +1103,87 @@ TEST(GpModelTiledTest, ValueGradientAndHessianMatchTheReferenceAndFiniteDifferen
       CheckDraw(model, kernel, data, raw);
     }
   }
+}
+
+// The Hessian in pieces (gp_model.cc LogLikelihoodHessian): small forced tiles and panels split
+// a 150-point problem into 16×16 kernel tiles, row blocks of one or a few tiles (at most
+// n/(2k) rows for k kernel parameters) and panels of 40 rows (the last one 30, not a multiple
+// of the tile), so every code path of the pieces runs: panels left of the diagonal, partial
+// edge tiles and blocks, the W terms of the last panel. The result must match finite differences of
+// the gradient, and the Hessian made as one piece (the whole matrix as one tile and one panel) to
+// rounding.
+void CheckHessianInPieces(const char* kernel_text, int min_parameters, uint64_t seed) {
+  SCOPED_TRACE(kernel_text);
+  const Data data = Random1D(seed, 150);
+  const KernelExpr kernel = Kernel(kernel_text);
+  const GpModel model = MakeModel(kernel, data.x, data.y);
+  ASSERT_GE(model.num_free(), min_parameters);
+  HessianTiling pieces;
+  pieces.tile = 16;
+  pieces.panel_rows = 40;
+  HessianTiling one_piece;
+  one_piece.tile = 150;
+  one_piece.panel_rows = 150;
+  int redrawn = 0;
+  for (const Eigen::VectorXd& raw : PriorDraws(model, 3, seed, &redrawn)) {
+    SCOPED_TRACE(::testing::Message() << "raw = " << raw.transpose());
+    const FdError e = CheckAgainstFiniteDifferences(model, raw, pieces);
+    EXPECT_TRUE(e.finite);
+    EXPECT_LE(e.gradient, kGradientTolerance);
+    EXPECT_LE(e.hessian, kHessianTolerance);
+    const absl::StatusOr<LikelihoodHessian> split = model.LogLikelihoodHessian(raw, {}, pieces);
+    const absl::StatusOr<LikelihoodHessian> whole = model.LogLikelihoodHessian(raw, {}, one_piece);
+    ASSERT_TRUE(split.ok() && whole.ok());
+    const double scale = std::max(1.0, whole->hessian.cwiseAbs().maxCoeff());
+    EXPECT_LE((split->hessian - whole->hessian).cwiseAbs().maxCoeff(), 1e-9 * scale)
+        << "split\n"
+        << split->hessian << "\nwhole\n"
+        << whole->hessian;
+    EXPECT_LE((split->gradient - whole->gradient).cwiseAbs().maxCoeff(),
+              1e-10 * std::max(1.0, whole->gradient.cwiseAbs().maxCoeff()));
+    EXPECT_EQ(split->value, whole->value);
+  }
+}
+
+TEST(GpModelTiledHessianTest, ProductWithAPeriodicFactorMatchesFiniteDifferencesInPieces) {
+  CheckHessianInPieces("C*SE*PER", 5, 41);
+}
+
+TEST(GpModelTiledHessianTest, SumOfTenParametersMatchesFiniteDifferencesInPieces) {
+  CheckHessianInPieces("C*SE + C*SE*PER + C*RQ", 7, 43);
+}
+
+TEST(GpModelTiledHessianTest, DefaultPiecesAtSixHundredPointsMatchOnePiece) {
+  // Above 256 points the defaults take 64×64 tiles and panels of a quarter of the rows (SE+LIN:
+  // u = 3, so the 2 n² budget allows more): four panels, 256-row blocks.
+  const Data data = Random1D(47, 600);
+  const GpModel model = MakeModel(Kernel("C*SE + LIN"), data.x, data.y);
+  HessianTiling one_piece;
+  one_piece.tile = 600;
+  one_piece.panel_rows = 600;
+  int redrawn = 0;
+  for (const Eigen::VectorXd& raw : PriorDraws(model, 1, 47, &redrawn)) {
+    const absl::StatusOr<LikelihoodHessian> split = model.LogLikelihoodHessian(raw);
+    const absl::StatusOr<LikelihoodHessian> whole = model.LogLikelihoodHessian(raw, {}, one_piece);
+    ASSERT_TRUE(split.ok() && whole.ok());
+    const double scale = std::max(1.0, whole->hessian.cwiseAbs().maxCoeff());
+    EXPECT_LE((split->hessian - whole->hessian).cwiseAbs().maxCoeff(), 1e-9 * scale);
+  }
+}
+
+TEST(GpModelTiledHessianTest, NegativeSizesAreInvalidArguments) {
+  const Data data = Random1D(3);
+  const GpModel model = MakeModel(Kernel("SE"), data.x, data.y);
+  HessianTiling tiling;
+  tiling.tile = -1;
+  EXPECT_EQ(model.LogLikelihoodHessian(Eigen::Vector2d(0.0, 0.0), {}, tiling).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  tiling = {};
+  tiling.panel_rows = -5;
+  const absl::Status status =
+      model.LogLikelihoodHessian(Eigen::Vector2d(0.0, 0.0), {}, tiling).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("panel_rows"), std::string::npos) << status;
 }
 
 TEST(GpModelTiledTest, JitterRetryRemakesTheMatrixFromItsTiles) {
@@ -1138,9 +1230,9 @@ TEST(GpModelTiledTest, JitterRetryRemakesTheMatrixFromItsTiles) {
     const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(k);
     ASSERT_GT(eig.eigenvalues().minCoeff(), 0.0);
     const Eigen::VectorXd projected = eig.eigenvectors().transpose() * y;
-    const double reference =
-        -0.5 * (projected.array().square() / eig.eigenvalues().array()).sum() -
-        0.5 * eig.eigenvalues().array().log().sum() - 0.5 * n * std::log(2.0 * M_PI);
+    const double reference = -0.5 * (projected.array().square() / eig.eigenvalues().array()).sum() -
+                             0.5 * eig.eigenvalues().array().log().sum() -
+                             0.5 * n * std::log(2.0 * M_PI);
     // Condition numbers up to ~1e12 here: the two computations agree to ~1e-5 relative.
     EXPECT_LE(std::abs(*value - reference) / std::max(1.0, std::abs(reference)), 1e-4)
         << *value << " vs " << reference << " (jitter " << hess->jitter << ")";

@@ -203,8 +203,10 @@ TEST_F(CliRemoteTest, SearchRemoteStreamsProgressAndEqualsInProcess) {
   EXPECT_EQ(remote_json.at("candidates_scored"), 9);
   EXPECT_EQ(remote_json.at("threads"), 1);
 
-  // The terminal saw the progress line redrawn ("\r\033[K[####....]  42% search step 1/2,
-  // candidate 2/3: ..."), moving forward through both steps, and cleared at the end.
+  // The terminal saw the progress line redrawn ("\r\033[K[####....]  42% 0:03 ~0:04 left search
+  // step 1/2, candidate 2/3: ..."), moving forward through both steps, and the re-score of the
+  // best kernel as a phase of its own ("... rescore re-scoring SE+PER ...", when the server's
+  // coalescing lets one through) moving forward from 0, and cleared at the end.
   std::vector<std::string> frames;
   for (absl::string_view piece : absl::StrSplit(remote.err, "\r\033[K")) {
     if (!piece.empty()) frames.emplace_back(piece);
@@ -214,6 +216,7 @@ TEST_F(CliRemoteTest, SearchRemoteStreamsProgressAndEqualsInProcess) {
   int previous_percent = -1;
   bool saw_step_1 = false;
   bool saw_step_2 = false;
+  bool in_rescore = false;
   for (const std::string& frame : frames) {
     ASSERT_EQ(frame.front(), '[') << frame;
     const size_t bracket = frame.find("] ");
@@ -223,8 +226,14 @@ TEST_F(CliRemoteTest, SearchRemoteStreamsProgressAndEqualsInProcess) {
         absl::StripAsciiWhitespace(frame.substr(bracket + 2, frame.find('%') - bracket - 2)),
         &percent))
         << frame;
-    EXPECT_THAT(frame, HasSubstr(" search "));
-    // Every update, candidates and the final re-scoring alike, moves forward.
+    const bool rescore = absl::StrContains(frame, " rescore re-scoring ");
+    if (!rescore) {
+      EXPECT_THAT(frame, HasSubstr(" search "));
+    }
+    EXPECT_THAT(frame, ::testing::ContainsRegex("% [0-9]+:[0-9][0-9] "));  // the elapsed time
+    if (rescore != in_rescore) previous_percent = -1;  // the re-score counts from 0 again
+    in_rescore = rescore;
+    // Every update within a phase moves forward.
     EXPECT_GE(percent, previous_percent) << "progress went backwards: " << frame;
     previous_percent = percent;
     saw_step_1 = saw_step_1 || absl::StrContains(frame, "step 1/2");

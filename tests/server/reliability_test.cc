@@ -115,12 +115,13 @@ TEST_F(PromptCancellationTest, CancelledEvidenceJobFreesItsWorker) {
 TEST(MemoryBudgetTest, RequestsOverTheBudgetAreRefusedWithTheEstimate) {
   const std::filesystem::path dir = MakeTempDir("gpsel-budget-test");
   ServerOptions options = TestServerOptions(dir);
-  options.service.limits.max_request_bytes = 100'000'000;
+  options.service.limits.max_request_bytes = 64'000'000;
   absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<Client> client = Connect((*server)->port());
 
-  // C*SE at n = 2,000: K, its inverse, the Hessian's derivative matrices: about 0.6 GB.
+  // C*SE at n = 2,000: the exact Hessian's L⁻¹, K⁻¹ and panels, about 3 n² doubles, and
+  // OpenBLAS's buffer: about 0.13 GB.
   absl::StatusOr<std::vector<KernelScore>> refused =
       client->Score(WeeklyCo2(2000), {*ParseKernel("C*SE")}, ScoreOptions());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);

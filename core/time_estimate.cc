@@ -1,0 +1,214 @@
+// Wall-time cost model; see time_estimate.h. The constants come from bench/time_estimate.sh
+// (bench/RESULTS.md, issue 17) on the bench machine (one core per fit thread).
+#include "core/time_estimate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/progress_clock.h"
+
+namespace gpsel {
+namespace {
+
+// Calibrated on CPU time (bench/hessian_bench.cc, weekly CO₂, bench/RESULTS.md issue 17): one
+// likelihood with gradient took 3.8, 22.8 and 168 ms at n = 500, 1,000 and 2,000 for C*SE
+// (u = 3), 7.9, 40 and 233 ms for C*SE + C*SE*PER (u = 7); the Hessian 14, 91 and 648 ms (u = 3),
+// 60, 331 and 1,890 ms (u = 7).
+// Seconds per n³ of one likelihood with gradient: dpotrf (n³/3 flops) and the inverse from the
+// factor (2n³/3), about 67 GFLOP/s-equivalent on the bench machine's core.
+constexpr double kCubicSeconds = 1.5e-11;
+// Seconds per n² and free parameter: the kernel tiles with first derivatives (one exp, a few
+// multiplies per entry and parameter) and their contraction with W.
+constexpr double kSquareSeconds = 4e-9;
+// Seconds per n² of the two triangular solves a predicted point needs (memory-bound dtrsv).
+constexpr double kSolveSecondsPerSquare = 2e-10;
+// The exact Hessian (core/gp_model.cc): one evaluation's factorisation and inverses, then about
+// n³ flops per parameter for the C_i panels (0.7 of an evaluation's n³ per parameter), and the
+// kernel's first and second derivatives over the panels' tiles (u(u + 1) pairs, 1.2 n² each).
+constexpr double kHessianCubicPerParameter = 0.7;
+constexpr double kHessianSquarePasses = 1.2;
+// L-BFGS-B evaluations per start: a fixed part (line searches, the final checks) and a part
+// growing with the number of parameters (a score of C*SE on 400 points: 252 evaluations
+// counted for 2 fits × 6 starts, the model says 264).
+constexpr double kEvaluationsFixed = 10.0;
+constexpr double kEvaluationsPerParameter = 4.0;
+// Newton polish Hessians per fit (the winner's curvature check and its steps).
+constexpr double kHessiansPerFit = 2.0;
+// Starts beyond --restarts: the two data-informed starts and the cross-seeded restart.
+constexpr int kExtraStarts = 3;
+
+int FreeParameters(const KernelExpr& kernel) {
+  // Kernel parameters plus the noise (fixed parameters are rare enough to ignore here).
+  int count = 0;
+  std::vector<const KernelExpr*> stack = {&kernel};
+  while (!stack.empty()) {
+    const KernelExpr* k = stack.back();
+    stack.pop_back();
+    if (k->is_base()) {
+      count += static_cast<int>(BaseKernelParameterNames(k->base).size());
+    } else {
+      for (const KernelExpr& operand : k->operands) stack.push_back(&operand);
+    }
+  }
+  return count + 1;
+}
+
+struct FitCost {
+  double seconds = 0.0;
+  double evaluations = 0.0;
+};
+
+// One kernel's fits (`fits` objectives of `restarts` + extra starts, on `threads` threads) and
+// its Hessians.
+FitCost KernelFitCost(int64_t n, int u, int fits, int restarts, int threads, bool laplace) {
+  const int starts = restarts + kExtraStarts;
+  FitCost cost;
+  cost.evaluations = fits * starts * EvaluationsPerStart(u);
+  const double parallel = std::max(1, std::min(threads, fits * starts));
+  const double hessians = fits * kHessiansPerFit + (laplace ? 1.0 : 0.0);
+  cost.seconds = cost.evaluations * LikelihoodEvaluationSeconds(n, u) / parallel +
+                 hessians * LikelihoodHessianSeconds(n, u) / std::min(2.0, parallel);
+  return cost;
+}
+
+int Fits(const std::vector<Metric>& metrics) {
+  if (metrics.empty()) return 2;
+  bool mll = false, map = false;
+  for (Metric m : metrics) (NeedsMllFit(m) ? mll : map) = true;
+  return (mll ? 1 : 0) + (map ? 1 : 0);
+}
+
+bool NeedsLaplace(const std::vector<Metric>& metrics) {
+  if (metrics.empty()) return true;
+  for (Metric m : metrics) {
+    if (NeedsMapFit(m) && m != Metric::kMap) return true;
+  }
+  return false;
+}
+
+int Leaves(const KernelExpr& kernel) {
+  if (kernel.is_base()) return 1;
+  int leaves = 0;
+  for (const KernelExpr& operand : kernel.operands) leaves += Leaves(operand);
+  return leaves;
+}
+
+}  // namespace
+
+std::string TimeEstimate::Summary() const {
+  return absl::StrCat(FormatDuration(seconds), " (", breakdown, ")");
+}
+
+double LikelihoodEvaluationSeconds(int64_t n, int num_parameters) {
+  const double nd = static_cast<double>(n);
+  return kCubicSeconds * nd * nd * nd + kSquareSeconds * num_parameters * nd * nd;
+}
+
+double LikelihoodHessianSeconds(int64_t n, int num_parameters) {
+  const double nd = static_cast<double>(n);
+  return LikelihoodEvaluationSeconds(n, num_parameters) +
+         kCubicSeconds * kHessianCubicPerParameter * num_parameters * nd * nd * nd +
+         kSquareSeconds * kHessianSquarePasses * num_parameters * (1 + num_parameters) * nd * nd;
+}
+
+double EvaluationsPerStart(int num_parameters) {
+  return kEvaluationsFixed + kEvaluationsPerParameter * num_parameters;
+}
+
+TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr>& kernels,
+                               const ScoreOptions& options) {
+  const int64_t n = data.num_points();
+  const int threads = std::max(1, options.fit.threads);
+  const int fits = Fits(options.metrics);
+  TimeEstimate estimate;
+  double evaluations = 0.0;
+  for (const KernelExpr& kernel : kernels) {
+    const FitCost cost = KernelFitCost(n, FreeParameters(kernel), fits, options.fit.restarts,
+                                       threads, NeedsLaplace(options.metrics));
+    estimate.seconds += cost.seconds;
+    evaluations += cost.evaluations;
+  }
+  estimate.likelihood_evaluations = evaluations;
+  estimate.breakdown = absl::StrFormat(
+      "n = %d: %d kernel(s) × %d fit(s) × %d starts, ~%.0f likelihood evaluations on %d "
+      "thread(s)",
+      n, kernels.size(), fits, options.fit.restarts + kExtraStarts, evaluations, threads);
+  return estimate;
+}
+
+TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& options) {
+  const int64_t n = data.num_points();
+  const std::vector<KernelExpr> bases =
+      options.base_kernels.empty() ? DefaultBaseKernels() : options.base_kernels;
+  const int depth = std::max(1, options.max_depth);
+  const int beam = std::max(1, options.beam_width);
+  const int threads = std::max(1, options.threads);
+  std::vector<Metric> metrics = options.score.metrics;
+  if (absl::StatusOr<Metric> metric = ParseMetric(options.metric); metric.ok()) {
+    metrics.push_back(*metric);
+  }
+  const int fits = Fits(metrics);
+  const bool laplace = NeedsLaplace(metrics);
+  // Candidate counts: step 1 the bases, step d the expansions of a (d−1)-leaf parent per beam
+  // kernel. The parent is grown by the expansion with the most leaves.
+  double seconds = 0.0, evaluations = 0.0;
+  int64_t candidates = 0;
+  KernelExpr parent = bases.front();
+  for (int step = 1; step <= depth; ++step) {
+    int64_t count = static_cast<int64_t>(bases.size());
+    int u = 3;  // the widest base kernel (2 parameters) and the noise
+    if (step > 1) {
+      const std::vector<KernelExpansion> children = ExpandKernel(parent, bases, depth);
+      if (children.empty()) break;
+      count = static_cast<int64_t>(children.size()) * beam;
+      const KernelExpansion* largest = &children.front();
+      for (const KernelExpansion& child : children) {
+        if (Leaves(child.kernel) > Leaves(largest->kernel)) largest = &child;
+      }
+      parent = largest->kernel;
+      u = 2 * Leaves(parent) + 1;
+    }
+    // Candidates run on `threads` threads, each fit on one.
+    const FitCost cost = KernelFitCost(n, u, fits, options.score.fit.restarts, 1, laplace);
+    seconds += cost.seconds * static_cast<double>(count) /
+               static_cast<double>(std::min<int64_t>(threads, count));
+    evaluations += cost.evaluations * static_cast<double>(count);
+    candidates += count;
+  }
+  // The best kernel is re-scored with every metric.
+  const FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, options.score.fit.restarts, 1, true);
+  TimeEstimate estimate;
+  estimate.seconds = seconds + rescore.seconds;
+  estimate.likelihood_evaluations = evaluations + rescore.evaluations;
+  estimate.breakdown = absl::StrFormat(
+      "n = %d: depth %d, ~%d candidates of %d fit(s) each on %d thread(s), then the re-score", n,
+      depth, candidates, fits, threads);
+  return estimate;
+}
+
+TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
+                                 int64_t num_new_points, const PredictOptions& options) {
+  const int64_t n = data.num_points();
+  const double nd = static_cast<double>(n);
+  TimeEstimate estimate;
+  // K's Cholesky (n³/3 of the evaluation's n³) and, per new point, a cross-covariance column (n
+  // kernel entries) and triangular solves (2n² flops, bound by memory bandwidth).
+  const double m = static_cast<double>(num_new_points);
+  estimate.seconds =
+      kCubicSeconds * nd * nd * nd / 3.0 +
+      m * (kSolveSecondsPerSquare * nd * nd + kSquareSeconds * FreeParameters(kernel) * nd);
+  estimate.breakdown = absl::StrFormat("n = %d, m = %d", n, num_new_points);
+  if (options.hyperparameters.empty()) {
+    const FitCost fit = KernelFitCost(n, FreeParameters(kernel), 1, options.fit.fit.restarts,
+                                      std::max(1, options.fit.fit.threads), false);
+    estimate.seconds += fit.seconds;
+    estimate.likelihood_evaluations = fit.evaluations;
+    absl::StrAppendFormat(&estimate.breakdown, ", after one fit of %d starts",
+                          options.fit.fit.restarts + kExtraStarts);
+  }
+  return estimate;
+}
+
+}  // namespace gpsel
