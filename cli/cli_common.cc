@@ -1,6 +1,7 @@
 // Shared CLI pieces: error reporting, data and fit flags, JSON output, progress line.
 #include "cli/cli_common.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -89,6 +88,16 @@ absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags) {
     return absl::InvalidArgumentError("--kernel: give exactly one kernel");
   }
   return ParseKernel(flags.kernels[0]);
+}
+
+absl::StatusOr<std::vector<KernelExpr>> ParseKernelFlags(const FitFlags& flags) {
+  std::vector<KernelExpr> kernels;
+  for (const std::string& text : flags.kernels) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
+    if (!kernel.ok()) return kernel.status();
+    kernels.push_back(*std::move(kernel));
+  }
+  return kernels;
 }
 
 absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags) {

@@ -56,11 +56,14 @@ absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits&
 DatasetLimits CliDatasetLimits(bool remote);
 // The text of a file named by a flag, or of stdin for '-'; NOT_FOUND naming the flag.
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& flag);
-void AddFitFlags(CLI::App& sub, FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
+void AddFitFlags(CLI::App& sub,
+                 FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
 // Builds HyperparameterSettings from --prior/--fix; INVALID_ARGUMENT naming the bad entry.
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags);
 // The one --kernel of a command that takes exactly one; INVALID_ARGUMENT otherwise.
 absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags);
+// Every --kernel of a command that takes several, in order; the first bad one's error.
+absl::StatusOr<std::vector<KernelExpr>> ParseKernelFlags(const FitFlags& flags);
 // The x scaling of --scale-x; INVALID_ARGUMENT naming the flag.
 absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags);
 
@@ -82,6 +85,7 @@ class TerminalProgress {
   ~TerminalProgress();
   ProgressCallback callback();
   void Finish();
+
  private:
   bool enabled_;
   bool drawn_ = false;

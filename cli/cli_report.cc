@@ -86,12 +86,9 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   }
   absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
   if (!data.ok()) return ReportError(data.status());
-  std::vector<KernelExpr> kernels;
-  for (const std::string& text : flags.fit.kernels) {
-    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
-    if (!kernel.ok()) return ReportError(kernel.status());
-    kernels.push_back(*std::move(kernel));
-  }
+  absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
+  if (!parsed.ok()) return ReportError(parsed.status());
+  std::vector<KernelExpr> kernels = *std::move(parsed);
   const std::string metric = absl::AsciiStrToLower(flags.metric);
   if (absl::StatusOr<Metric> m = ParseMetric(metric); !m.ok()) {
     return ReportError(

@@ -107,12 +107,9 @@ int RunScore(const ScoreFlags& flags) {
   const bool remote = !flags.remote.server.empty();
   absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
   if (!data.ok()) return ReportError(data.status());
-  std::vector<KernelExpr> kernels;
-  for (const std::string& text : flags.fit.kernels) {
-    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
-    if (!kernel.ok()) return ReportError(kernel.status());
-    kernels.push_back(*std::move(kernel));
-  }
+  absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
+  if (!parsed.ok()) return ReportError(parsed.status());
+  const std::vector<KernelExpr>& kernels = *parsed;
   absl::StatusOr<std::vector<Metric>> metrics = ParseMetricList(flags.metrics);
   if (!metrics.ok()) return ReportError(metrics.status());
   absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
