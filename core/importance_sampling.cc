@@ -415,16 +415,16 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
       for (Component& c : next) c.log_weight += std::log(0.5);
       const int64_t tail_size = static_cast<int64_t>(std::ceil(
           std::min(0.2 * static_cast<double>(total), 3.0 * std::sqrt(static_cast<double>(total)))));
-      std::vector<int64_t> order(total);
-      std::iota(order.begin(), order.end(), 0);
-      std::nth_element(order.begin(), order.begin() + tail_size, order.end(),
+      std::vector<int64_t> all(total);
+      std::iota(all.begin(), all.end(), 0);
+      std::vector<int64_t> heaviest = all;
+      std::nth_element(heaviest.begin(), heaviest.begin() + tail_size, heaviest.end(),
                        [&](int64_t a, int64_t b) { return log_weights[a] > log_weights[b]; });
-      std::vector<int64_t> heaviest(order.begin(), order.begin() + tail_size);
+      heaviest.resize(tail_size);
       std::sort(heaviest.begin(), heaviest.end());  // a fixed order: sums do not depend on it
       int added = 0;
-      for (const std::vector<int64_t>* subset : {&order, &heaviest}) {
-        std::vector<int64_t> rows = *subset;
-        if (subset == &order) std::iota(rows.begin(), rows.end(), 0);
+      for (const std::vector<int64_t>* subset : {&all, &heaviest}) {
+        const std::vector<int64_t>& rows = *subset;
         Eigen::VectorXd lw(rows.size());
         Eigen::MatrixXd x(rows.size(), u);
         for (size_t r = 0; r < rows.size(); ++r) {
@@ -446,7 +446,7 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
         adapted.adapted = true;
         adapted.origin =
             absl::StrFormat("adapted: importance-weighted moments of %s %d samples (Pareto k %.2f)",
-                            subset == &order ? "all" : "the heaviest",
+                            subset == &all ? "all" : "the heaviest",
                             static_cast<int64_t>(rows.size()), estimate.pareto_k);
         all_modes.push_back(std::move(adapted));
         ++added;

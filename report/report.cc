@@ -229,8 +229,9 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
   fig.title = "Metrics side by side";
   fig.caption =
       "Each kernel's value under each metric, all on the log-evidence scale (higher is better); "
-      "the best kernel under each metric is ringed. log Z is the nested-sampling estimate with "
-      "its standard error, where one was computed.";
+      "the best kernel under each metric is ringed. log Z is the evidence run's estimate (nested "
+      "or importance sampling, whichever it reports) with its standard error, where one was "
+      "computed.";
   Panel panel;
   panel.y_label = "log-evidence scale (nats)";
   std::vector<std::string> keys;
