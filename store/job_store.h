@@ -26,6 +26,15 @@
 //     (*store)->Complete(j.id, j.attempts, result_bytes);
 //   }
 //
+// Tasks: a RUNNING job may split its work into tasks (SubmitTasks), child jobs that any worker of
+// any process may claim, with the same leases, fencing and attempts as jobs. A job's tasks live
+// in named batches ("runs", "step-2"), indexed from 0; submitting a batch again returns the
+// tasks already there, so a job re-run after its worker died finds the tasks it made, and the
+// results of those that finished. Claim hands out tasks before jobs (their job is running and
+// waits for them); cancelling a job cancels its tasks, and a task whose job has ended is told to
+// stop (Heartbeat) or is never started (Claim). ListJobs, CountByState and the queue limit see
+// jobs only; PurgeFinished removes tasks with their job. jobs/job_runner.h runs them.
+//
 // All methods are thread-safe and never throw; errors are absl::Status:
 //   INVALID_ARGUMENT    bad argument (empty kind, non-positive lease, bad page token, ...)
 //   NOT_FOUND           unknown job id
@@ -91,6 +100,13 @@ struct Job {
   absl::Time started = absl::InfinitePast();
   absl::Time finished = absl::InfinitePast();
   absl::Time updated = absl::InfinitePast();
+  // Tasks only: the job whose work this is, the batch of that job it belongs to, and its index
+  // in the batch (from 0). "", "" and -1 for a job.
+  std::string parent_id;
+  std::string task_batch;
+  int task_index = -1;
+
+  bool is_task() const { return !parent_id.empty(); }
 };
 
 struct SubmitResult {
@@ -147,7 +163,8 @@ class JobStore {
   // that key (in any state, until purged) is returned instead, with created=false, even when the
   // queue is full — so a client can safely retry a submit. The key is scoped to `kind`. The
   // request bytes of a retry are not compared (serialized protobufs are not canonical).
-  // RESOURCE_EXHAUSTED when `max_queued` > 0 and at least `max_queued` jobs are QUEUED;
+  // RESOURCE_EXHAUSTED when `max_queued` > 0 and at least `max_queued` jobs (tasks not
+  // counted) are QUEUED;
   // max_queued ≤ 0 means no limit. INVALID_ARGUMENT for an empty kind.
   virtual absl::StatusOr<SubmitResult> Submit(std::string_view kind, std::string_view request,
                                               std::string_view idempotency_key,
@@ -156,22 +173,22 @@ class JobStore {
   // NOT_FOUND for an unknown id.
   virtual absl::StatusOr<Job> GetJob(std::string_view id) = 0;
 
-  // Pages through jobs in creation order. INVALID_ARGUMENT for a negative page size or a token
-  // that this store did not produce.
+  // Pages through jobs (not tasks) in creation order. INVALID_ARGUMENT for a negative page
+  // size or a token that this store did not produce.
   virtual absl::StatusOr<ListJobsResponse> ListJobs(const ListJobsRequest& request) = 0;
 
-  // Atomically takes the oldest claimable job: QUEUED, or RUNNING with an expired lease (its
-  // worker died). The job becomes RUNNING with attempts+1, lease_owner=`worker_id`, lease until
-  // now+`lease`, progress reset. nullopt when nothing is claimable. Before choosing, claimable
-  // jobs that used up max_attempts become FAILED (code ABORTED) and expired jobs with a cancel
-  // request become CANCELLED. Safe across threads, store instances, processes and (PostgreSQL)
-  // hosts.
+  // Atomically takes the oldest claimable task, or else the oldest claimable job: QUEUED, or
+  // RUNNING with an expired lease (its worker died). It becomes RUNNING with attempts+1,
+  // lease_owner=`worker_id`, lease until now+`lease`, progress reset. nullopt when nothing is
+  // claimable. Before choosing, claimable jobs that used up max_attempts become FAILED (code
+  // ABORTED), and claimable jobs with a cancel request and claimable tasks whose job has ended
+  // become CANCELLED. Safe across threads, store instances, processes and (PostgreSQL) hosts.
   virtual absl::StatusOr<std::optional<Job>> Claim(std::string_view worker_id,
                                                    absl::Duration lease) = 0;
 
   // Records progress (clamped to [0, 1]) and extends the lease to now+`lease`, provided the job is
   // RUNNING and `attempt` is still its fencing token. ABORTED otherwise ("you lost the lease":
-  // stop working, publish nothing). A heartbeat after the lease expired but before anybody
+  // stop working, publish nothing). cancel_requested is also set for a task whose job has ended. A heartbeat after the lease expired but before anybody
   // re-claimed the job succeeds: nobody else has it.
   virtual absl::StatusOr<HeartbeatResponse> Heartbeat(std::string_view id, int attempt,
                                                       double progress,
@@ -185,7 +202,7 @@ class JobStore {
   // RUNNING → FAILED with `error` (must not be OK: INVALID_ARGUMENT). ABORTED as for Complete.
   virtual absl::Status Fail(std::string_view id, int attempt, const absl::Status& error) = 0;
 
-  // Asks a job to stop. QUEUED → CANCELLED at once (error code CANCELLED); RUNNING → flag
+  // Asks a job to stop, and its tasks with it. QUEUED → CANCELLED at once (error code CANCELLED); RUNNING → flag
   // cancel_requested, which the worker sees in its next Heartbeat (it then calls MarkCancelled;
   // if it dies instead, the next Claim after lease expiry marks the job CANCELLED). A terminal
   // job is returned unchanged with OK: cancellation is best-effort and idempotent (as in
@@ -204,8 +221,34 @@ class JobStore {
   // startup too requeues at once the jobs a crashed predecessor held.
   virtual absl::StatusOr<int64_t> ReleaseLeases(std::string_view worker_id) = 0;
 
-  // Number of jobs per state, for metrics.
+  // Number of jobs per state, for metrics (tasks are not counted).
   virtual absl::StatusOr<JobCounts> CountByState() = 0;
+
+  // Adds batch `batch` of tasks to the RUNNING job `parent_id`: one QUEUED task of kind `kind`
+  // per request, with task_index = its position, all in one transaction. When the batch exists
+  // already (the job was re-run), its tasks are returned as they are, whatever state they are in.
+  // Returns the batch's tasks by index. INVALID_ARGUMENT for an empty kind or batch, a batch
+  // name longer than 64 bytes, no requests or more than kMaxTasksPerBatch; NOT_FOUND for an
+  // unknown job; FAILED_PRECONDITION when `parent_id` is a task itself, is not RUNNING, or the
+  // existing batch has another number of tasks.
+  virtual absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id,
+                                                       std::string_view batch,
+                                                       std::string_view kind,
+                                                       const std::vector<std::string>& requests) = 0;
+
+  // The tasks of batch `batch` of job `parent_id`, by index; empty when there are none. Without
+  // `with_payloads` their request and result are left empty (cheap enough to poll).
+  virtual absl::StatusOr<std::vector<Job>> ListTasks(std::string_view parent_id,
+                                                     std::string_view batch,
+                                                     bool with_payloads) = 0;
+
+  // Claim, restricted to the tasks of job `parent_id` (of any batch): how the worker running a
+  // job helps with its tasks instead of only waiting for them.
+  virtual absl::StatusOr<std::optional<Job>> ClaimTask(std::string_view parent_id,
+                                                       std::string_view worker_id,
+                                                       absl::Duration lease) = 0;
+
+  static constexpr int kMaxTasksPerBatch = 4096;
 
   // OK when the store works: it answers (PostgreSQL: a connection and a query) and, with
   // kIntegrity, its pages are sound (SQLite: PRAGMA quick_check). DATA_LOSS for corruption,
@@ -213,8 +256,8 @@ class JobStore {
   // reports NOT_SERVING on the gRPC health service while this fails.
   virtual absl::Status CheckHealth(StoreCheck depth) = 0;
 
-  // Deletes terminal jobs that finished at least `min_age` ago (retention); their idempotency
-  // keys become free again. Returns how many were deleted.
+  // Deletes terminal jobs that finished at least `min_age` ago (retention), with their tasks;
+  // their idempotency keys become free again. Returns how many jobs and tasks were deleted.
   virtual absl::StatusOr<int64_t> PurgeFinished(absl::Duration min_age) = 0;
 };
 

@@ -176,6 +176,45 @@ absl::Status ValidateFail(const absl::Status& error) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateListTasks(std::string_view parent_id, std::string_view batch) {
+  if (parent_id.empty()) return absl::InvalidArgumentError("parent_id: must not be empty");
+  if (batch.empty()) return absl::InvalidArgumentError("batch: must not be empty");
+  if (batch.size() > kMaxTaskBatchLength) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: longer than ", kMaxTaskBatchLength));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSubmitTasks(std::string_view parent_id, std::string_view batch,
+                                 std::string_view kind, const std::vector<std::string>& requests) {
+  if (absl::Status s = ValidateListTasks(parent_id, batch); !s.ok()) return s;
+  if (absl::Status s = ValidateSubmit(kind, ""); !s.ok()) return s;
+  if (requests.empty()) return absl::InvalidArgumentError("requests: a batch needs a task");
+  if (requests.size() > static_cast<size_t>(JobStore::kMaxTasksPerBatch)) {
+    return absl::InvalidArgumentError(absl::StrCat("requests: more than ",
+                                                   JobStore::kMaxTasksPerBatch, " tasks"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TasksOfTaskError(std::string_view parent_id) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("job ", AsAbsl(parent_id), " is a task; tasks cannot have tasks"));
+}
+
+absl::Status TasksOfIdleJobError(std::string_view parent_id, JobState state) {
+  return absl::FailedPreconditionError(absl::StrCat("job ", AsAbsl(parent_id), " is ",
+                                                    AsAbsl(JobStateName(state)),
+                                                    "; only a RUNNING job can add tasks"));
+}
+
+absl::Status TaskBatchSizeError(std::string_view parent_id, std::string_view batch, size_t existing,
+                                size_t requested) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("job ", AsAbsl(parent_id), ": task batch '", AsAbsl(batch), "' has ", existing,
+                   " tasks already, not ", requested));
+}
+
 double ClampProgress(double progress) { return std::clamp(progress, 0.0, 1.0); }
 
 int64_t DurationMicros(absl::Duration d) {

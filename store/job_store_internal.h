@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,17 +23,22 @@ inline absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s
 inline std::string_view AsStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // Version of the schema this code writes; stored in the schema version table of each database.
-inline constexpr int kSchemaVersion = 1;
+// Version 2 added the task columns (parent_id, task_batch, task_index); a version-1 database
+// is migrated when opened.
+inline constexpr int kSchemaVersion = 2;
 
 // Limits on caller-supplied strings (keys are indexed; ids of workers appear in every row).
 inline constexpr size_t kMaxKindLength = 64;
 inline constexpr size_t kMaxIdempotencyKeyLength = 256;
 inline constexpr size_t kMaxWorkerIdLength = 256;
+inline constexpr size_t kMaxTaskBatchLength = 64;
 
 // Error recorded when a job that has been started max_attempts times would be claimed again.
 std::string AbandonedMessage(int max_attempts);
 // Error message recorded for cancelled jobs.
 inline constexpr std::string_view kCancelledMessage = "job cancelled";
+// Error recorded for tasks cancelled because their job ended before they ran.
+inline constexpr std::string_view kOrphanedTaskMessage = "task cancelled: its job has ended";
 
 // A new ULID: 48-bit Unix milliseconds then 80 random bits, in 26 Crockford base-32 characters.
 // Time-ordered ids keep database index inserts local and make ids roughly sortable by age.
@@ -49,6 +55,16 @@ absl::Status ValidateClaim(std::string_view worker_id, absl::Duration lease);
 absl::Status ValidateHeartbeat(std::string_view id, double progress, absl::Duration lease);
 absl::Status ValidateFail(const absl::Status& error);
 absl::Status ValidateWorkerId(std::string_view worker_id);
+absl::Status ValidateSubmitTasks(std::string_view parent_id, std::string_view batch,
+                                 std::string_view kind, const std::vector<std::string>& requests);
+absl::Status ValidateListTasks(std::string_view parent_id, std::string_view batch);
+
+// FAILED_PRECONDITION for SubmitTasks on a job that cannot take tasks (a task, or not RUNNING),
+// or on an existing batch of another size; shared wording for both backends.
+absl::Status TasksOfTaskError(std::string_view parent_id);
+absl::Status TasksOfIdleJobError(std::string_view parent_id, JobState state);
+absl::Status TaskBatchSizeError(std::string_view parent_id, std::string_view batch, size_t existing,
+                                size_t requested);
 
 // Progress clamped into [0, 1] (already validated as finite).
 double ClampProgress(double progress);

@@ -68,14 +68,30 @@ CREATE INDEX IF NOT EXISTS gpsel_jobs_active ON gpsel_jobs (seq)
   WHERE state IN ('QUEUED', 'RUNNING');
 )sql";
 
+// Version 2: the task columns; see job_store_sqlite.cc.
+constexpr char kMigrateToVersion2Sql[] = R"sql(
+ALTER TABLE gpsel_jobs ADD COLUMN parent_id text;
+ALTER TABLE gpsel_jobs ADD COLUMN task_batch text;
+ALTER TABLE gpsel_jobs ADD COLUMN task_index integer;
+CREATE UNIQUE INDEX gpsel_jobs_tasks ON gpsel_jobs (parent_id, task_batch, task_index);
+)sql";
+
 // Unix microseconds of a timestamptz column (NULL stays NULL).
 #define GPSEL_US(col) "(extract(epoch from " col ") * 1000000)::bigint"
-// Column list read by ReadJob, in this order.
-#define GPSEL_JOB_COLUMNS                                                                       \
-  "seq, id, kind, state, request, result, error_code, error_message, progress, "               \
+// Column list read by ReadJob, in this order; the _WITHOUT_PAYLOADS form reads empty request
+// and result bytes (for polling a job's tasks).
+#define GPSEL_JOB_COLUMNS_WITH(request_and_result)                                              \
+  "seq, id, kind, state, " request_and_result ", error_code, error_message, progress, "        \
   "progress_message, attempts, coalesce(idempotency_key, ''), cancel_requested, lease_owner, " \
   GPSEL_US("lease_expires") ", " GPSEL_US("created") ", " GPSEL_US("started") ", "             \
-  GPSEL_US("finished") ", " GPSEL_US("updated")
+  GPSEL_US("finished") ", " GPSEL_US("updated") ", coalesce(parent_id, ''), "                  \
+  "coalesce(task_batch, ''), task_index"
+#define GPSEL_JOB_COLUMNS GPSEL_JOB_COLUMNS_WITH("request, result")
+#define GPSEL_JOB_COLUMNS_WITHOUT_PAYLOADS GPSEL_JOB_COLUMNS_WITH("''::bytea, NULL::bytea")
+// Jobs whose tasks may still run: a task of any other job (ended, or purged) is an orphan.
+#define GPSEL_PARENT_IS_ACTIVE                                                              \
+  "EXISTS (SELECT 1 FROM gpsel_jobs AS p WHERE p.id = gpsel_jobs.parent_id "               \
+  "AND p.state IN ('QUEUED', 'RUNNING'))"
 #define GPSEL_LEASE_UNTIL(param) "now() + " param "::bigint * interval '1 microsecond'"
 
 // Prepared statements: name and SQL. All are prepared on every pooled connection.
@@ -92,8 +108,9 @@ constexpr PreparedSql kSelectJobById = {
 constexpr PreparedSql kSelectByKey = {
     "gpsel_select_by_key",
     "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE kind = $1 AND idempotency_key = $2"};
-constexpr PreparedSql kCountQueued = {"gpsel_count_queued",
-                                      "SELECT count(*) FROM gpsel_jobs WHERE state = 'QUEUED'"};
+constexpr PreparedSql kCountQueued = {
+    "gpsel_count_queued",
+    "SELECT count(*) FROM gpsel_jobs WHERE state = 'QUEUED' AND parent_id IS NULL"};
 constexpr PreparedSql kInsertJob = {
     "gpsel_insert_job",
     "INSERT INTO gpsel_jobs (id, kind, state, request, idempotency_key) "
@@ -103,11 +120,11 @@ constexpr PreparedSql kInsertJob = {
 constexpr PreparedSql kListAll = {"gpsel_list_all",
                                   "SELECT " GPSEL_JOB_COLUMNS
                                   " FROM gpsel_jobs WHERE seq > $1::bigint "
-                                  "ORDER BY seq LIMIT $2::bigint"};
+                                  "AND parent_id IS NULL ORDER BY seq LIMIT $2::bigint"};
 constexpr PreparedSql kListByState = {"gpsel_list_by_state",
                                       "SELECT " GPSEL_JOB_COLUMNS
                                       " FROM gpsel_jobs WHERE state = $3 AND seq > $1::bigint "
-                                      "ORDER BY seq LIMIT $2::bigint"};
+                                      "AND parent_id IS NULL ORDER BY seq LIMIT $2::bigint"};
 // Claimable jobs (QUEUED, or RUNNING with an expired lease) that must not run again: those
 // with a cancel request, and those that have used up max_attempts.
 constexpr PreparedSql kReapExpired = {
@@ -124,21 +141,50 @@ constexpr PreparedSql kReapExpired = {
 // The oldest claimable job. SKIP LOCKED: a row another claimer has locked is passed over
 // rather than waited for, and (READ COMMITTED) a locked row is re-checked against the WHERE
 // clause, so a job just claimed by a committed transaction is never taken twice.
-constexpr PreparedSql kClaimOldest = {
-    "gpsel_claim",
-    "UPDATE gpsel_jobs SET state = 'RUNNING', attempts = attempts + 1, lease_owner = $1, "
-    "  lease_expires = " GPSEL_LEASE_UNTIL("$2") ", started = now(), updated = now(), "
-    "  progress = 0, progress_message = '' "
-    "WHERE seq = (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "
+// Claimable tasks whose job has ended (or is gone): cancelled, never started.
+constexpr PreparedSql kReapOrphanedTasks = {
+    "gpsel_reap_orphaned_tasks",
+    "UPDATE gpsel_jobs SET state = 'CANCELLED', error_code = $1::integer, error_message = $2, "
+    "  lease_owner = '', lease_expires = NULL, finished = now(), updated = now() "
+    "WHERE seq IN (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "
     "  AND (state = 'QUEUED' OR lease_expires <= now()) "
-    "  ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) "
-    "RETURNING " GPSEL_JOB_COLUMNS};
+    "  AND parent_id IS NOT NULL AND NOT " GPSEL_PARENT_IS_ACTIVE " FOR UPDATE SKIP LOCKED)"};
+// Tasks first: their job is running and waits for them.
+#define GPSEL_CLAIM_WHERE(extra)                                                            \
+  "UPDATE gpsel_jobs SET state = 'RUNNING', attempts = attempts + 1, lease_owner = $1, "    \
+  "  lease_expires = " GPSEL_LEASE_UNTIL("$2") ", started = now(), updated = now(), "       \
+  "  progress = 0, progress_message = '' "                                                  \
+  "WHERE seq = (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "           \
+  "  AND (state = 'QUEUED' OR lease_expires <= now()) " extra                               \
+  "  ORDER BY parent_id IS NULL, seq LIMIT 1 FOR UPDATE SKIP LOCKED) "                      \
+  "RETURNING " GPSEL_JOB_COLUMNS
+constexpr PreparedSql kClaimOldest = {"gpsel_claim", GPSEL_CLAIM_WHERE("")};
+constexpr PreparedSql kClaimTask = {"gpsel_claim_task", GPSEL_CLAIM_WHERE("AND parent_id = $3")};
+// FOR UPDATE: a job cannot end (or be re-claimed) while a batch of its tasks is being added,
+// and two workers adding the same batch (a stale one and the current one) take turns.
+constexpr PreparedSql kSelectParentOf = {
+    "gpsel_select_parent_of",
+    "SELECT state, parent_id FROM gpsel_jobs WHERE id = $1 FOR UPDATE"};
+constexpr PreparedSql kSelectParentState = {
+    "gpsel_select_parent_state", "SELECT state FROM gpsel_jobs WHERE id = $1"};
+constexpr PreparedSql kListTasks = {
+    "gpsel_list_tasks", "SELECT " GPSEL_JOB_COLUMNS
+                        " FROM gpsel_jobs WHERE parent_id = $1 AND task_batch = $2 "
+                        "ORDER BY task_index"};
+constexpr PreparedSql kListTasksWithoutPayloads = {
+    "gpsel_list_tasks_without_payloads",
+    "SELECT " GPSEL_JOB_COLUMNS_WITHOUT_PAYLOADS
+    " FROM gpsel_jobs WHERE parent_id = $1 AND task_batch = $2 ORDER BY task_index"};
+constexpr PreparedSql kInsertTask = {
+    "gpsel_insert_task",
+    "INSERT INTO gpsel_jobs (id, kind, state, request, parent_id, task_batch, task_index) "
+    "VALUES ($1, $2, 'QUEUED', $3, $4, $5, $6::integer) RETURNING " GPSEL_JOB_COLUMNS};
 constexpr PreparedSql kHeartbeat = {
     "gpsel_heartbeat",
     "UPDATE gpsel_jobs SET progress = $3::double precision, progress_message = $4, "
     "  lease_expires = " GPSEL_LEASE_UNTIL("$5") ", updated = now() "
     "WHERE id = $1 AND state = 'RUNNING' AND attempts = $2::integer "
-    "RETURNING cancel_requested, " GPSEL_US("lease_expires")};
+    "RETURNING cancel_requested, " GPSEL_US("lease_expires") ", coalesce(parent_id, '')"};
 constexpr PreparedSql kComplete = {
     "gpsel_complete",
     "UPDATE gpsel_jobs SET state = 'SUCCEEDED', result = $3, progress = 1, lease_owner = '', "
@@ -160,6 +206,16 @@ constexpr PreparedSql kCancelRunning = {
     "gpsel_cancel_running",
     "UPDATE gpsel_jobs SET cancel_requested = true, updated = now() "
     "WHERE id = $1 AND state = 'RUNNING' AND NOT cancel_requested"};
+// The same for the tasks of job $1.
+constexpr PreparedSql kCancelQueuedTasks = {
+    "gpsel_cancel_queued_tasks",
+    "UPDATE gpsel_jobs SET state = 'CANCELLED', error_code = $2::integer, error_message = $3, "
+    "  finished = now(), updated = now() "
+    "WHERE parent_id = $1 AND state = 'QUEUED'"};
+constexpr PreparedSql kCancelRunningTasks = {
+    "gpsel_cancel_running_tasks",
+    "UPDATE gpsel_jobs SET cancel_requested = true, updated = now() "
+    "WHERE parent_id = $1 AND state = 'RUNNING' AND NOT cancel_requested"};
 constexpr PreparedSql kReleaseLeases = {
     "gpsel_release_leases",
     "UPDATE gpsel_jobs SET "
@@ -169,18 +225,26 @@ constexpr PreparedSql kReleaseLeases = {
     "  finished = CASE WHEN cancel_requested THEN now() ELSE NULL END, "
     "  lease_owner = '', lease_expires = NULL, updated = now() "
     "WHERE state = 'RUNNING' AND lease_owner = $1"};
-constexpr PreparedSql kCountByState = {"gpsel_count_by_state",
-                                       "SELECT state, count(*) FROM gpsel_jobs GROUP BY state"};
+constexpr PreparedSql kCountByState = {
+    "gpsel_count_by_state",
+    "SELECT state, count(*) FROM gpsel_jobs WHERE parent_id IS NULL GROUP BY state"};
+// Tasks go with their job (first, while the job still names them), never before it.
+#define GPSEL_PURGEABLE_JOBS                                                                \
+  "SELECT id FROM gpsel_jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "          \
+  "AND finished <= now() - $1::bigint * interval '1 microsecond' AND parent_id IS NULL"
+constexpr PreparedSql kPurgeFinishedTasks = {
+    "gpsel_purge_finished_tasks",
+    "DELETE FROM gpsel_jobs WHERE parent_id IN (" GPSEL_PURGEABLE_JOBS ")"};
 constexpr PreparedSql kPurgeFinished = {
-    "gpsel_purge_finished",
-    "DELETE FROM gpsel_jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "
-    "AND finished <= now() - $1::bigint * interval '1 microsecond'"};
+    "gpsel_purge_finished", "DELETE FROM gpsel_jobs WHERE id IN (" GPSEL_PURGEABLE_JOBS ")"};
 
 constexpr PreparedSql kAllStatements[] = {
     kLockSubmit,   kSelectJobById, kSelectByKey,     kCountQueued,   kInsertJob,
     kListAll,      kListByState,   kReapExpired,     kClaimOldest,   kHeartbeat,
     kComplete,     kFinishWithError, kSelectFence,   kCancelQueued,  kCancelRunning,
-    kReleaseLeases, kCountByState, kPurgeFinished};
+    kReleaseLeases, kCountByState, kPurgeFinished, kReapOrphanedTasks, kClaimTask,
+    kSelectParentOf, kSelectParentState, kListTasks, kListTasksWithoutPayloads, kInsertTask,
+    kCancelQueuedTasks, kCancelRunningTasks, kPurgeFinishedTasks};
 
 // Maps a SQLSTATE (https://www.postgresql.org/docs/15/errcodes-appendix.html) to a status code.
 absl::StatusCode CodeForSqlState(std::string_view state) {
@@ -261,6 +325,9 @@ absl::StatusOr<Job> ReadJob(const pqxx::row& row, int64_t* seq = nullptr) {
   job.started = TimeOrPast(row[16]);
   job.finished = TimeOrPast(row[17]);
   job.updated = TimeOrPast(row[18]);
+  job.parent_id = row[19].as<std::string>();
+  job.task_batch = row[20].as<std::string>();
+  job.task_index = row[21].is_null() ? -1 : row[21].as<int>();
   return job;
 }
 
@@ -269,6 +336,16 @@ absl::StatusOr<std::optional<Job>> FirstJob(const pqxx::result& result) {
   absl::StatusOr<Job> job = ReadJob(result[0]);
   if (!job.ok()) return job.status();
   return std::optional<Job>(std::move(*job));
+}
+
+absl::StatusOr<std::vector<Job>> ReadJobs(const pqxx::result& result) {
+  std::vector<Job> jobs;
+  for (const pqxx::row& row : result) {
+    absl::StatusOr<Job> job = ReadJob(row);
+    if (!job.ok()) return job.status();
+    jobs.push_back(std::move(*job));
+  }
+  return jobs;
 }
 
 // Explains why a fenced update (matching id, RUNNING and attempts) changed nothing.
@@ -302,10 +379,14 @@ class PostgresJobStore final : public JobStore {
                          " is newer than this gpsel (", jsi::kSchemaVersion, ")"));
       }
       txn.exec(kCreateSchemaSql);
-      // (Migrations from older versions would go here; version 1 is the first.)
+      // kCreateSchemaSql is version 1; each migration takes it one version further.
+      const int version = fresh ? 1 : r[0][0].as<int>();
+      if (version < 2) txn.exec(kMigrateToVersion2Sql);
       if (fresh) {
         txn.exec(absl::StrCat("INSERT INTO gpsel_schema_version (version) VALUES (",
                               jsi::kSchemaVersion, ")"));
+      } else if (version < jsi::kSchemaVersion) {
+        txn.exec(absl::StrCat("UPDATE gpsel_schema_version SET version = ", jsi::kSchemaVersion));
       }
       return absl::OkStatus();
     });
@@ -416,22 +497,72 @@ class PostgresJobStore final : public JobStore {
 
   absl::StatusOr<std::optional<Job>> Claim(std::string_view worker_id,
                                            absl::Duration lease) override {
-    if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
-    std::optional<Job> claimed;
-    absl::Status status = InTransaction("claim", [&](pqxx::work& txn) -> absl::Status {
-      txn.exec_prepared(kReapExpired.name, options_.max_attempts,
-                        static_cast<int>(absl::StatusCode::kCancelled),
-                        static_cast<int>(absl::StatusCode::kAborted),
-                        std::string(jsi::kCancelledMessage),
-                        jsi::AbandonedMessage(options_.max_attempts));
-      absl::StatusOr<std::optional<Job>> job = FirstJob(txn.exec_prepared(
-          kClaimOldest.name, std::string(worker_id), jsi::DurationMicros(lease)));
-      if (!job.ok()) return job.status();
-      claimed = std::move(*job);
+    return ClaimWhere("", worker_id, lease);
+  }
+
+  absl::StatusOr<std::optional<Job>> ClaimTask(std::string_view parent_id,
+                                               std::string_view worker_id,
+                                               absl::Duration lease) override {
+    if (parent_id.empty()) return absl::InvalidArgumentError("parent_id: must not be empty");
+    return ClaimWhere(parent_id, worker_id, lease);
+  }
+
+  absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
+                                               std::string_view kind,
+                                               const std::vector<std::string>& requests) override {
+    if (absl::Status s = jsi::ValidateSubmitTasks(parent_id, batch, kind, requests); !s.ok()) {
+      return s;
+    }
+    std::vector<Job> tasks;
+    absl::Status status = InTransaction("submit tasks", [&](pqxx::work& txn) -> absl::Status {
+      const std::string parent_str(parent_id);
+      const std::string batch_str(batch);
+      const pqxx::result parent = txn.exec_prepared(kSelectParentOf.name, parent_str);
+      if (parent.empty()) return jsi::JobNotFoundError(parent_id);
+      if (!parent[0][1].is_null()) return jsi::TasksOfTaskError(parent_id);
+      const JobState state =
+          ParseJobState(parent[0][0].as<std::string>()).value_or(JobState::kFailed);
+      if (state != JobState::kRunning) return jsi::TasksOfIdleJobError(parent_id, state);
+      absl::StatusOr<std::vector<Job>> existing =
+          ReadJobs(txn.exec_prepared(kListTasks.name, parent_str, batch_str));
+      if (!existing.ok()) return existing.status();
+      if (!existing->empty()) {
+        if (existing->size() != requests.size()) {
+          return jsi::TaskBatchSizeError(parent_id, batch, existing->size(), requests.size());
+        }
+        tasks = *std::move(existing);
+        return absl::OkStatus();
+      }
+      const std::string kind_str(kind);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        const pqxx::binarystring request_bytes(requests[i].data(), requests[i].size());
+        absl::StatusOr<std::optional<Job>> inserted =
+            FirstJob(txn.exec_prepared(kInsertTask.name, jsi::NewJobId(), kind_str, request_bytes,
+                                       parent_str, batch_str, static_cast<int>(i)));
+        if (!inserted.ok()) return inserted.status();
+        if (!inserted->has_value()) return absl::InternalError("postgres: insert returned no row");
+        tasks.push_back(std::move(**inserted));
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
-    return claimed;
+    return tasks;
+  }
+
+  absl::StatusOr<std::vector<Job>> ListTasks(std::string_view parent_id, std::string_view batch,
+                                             bool with_payloads) override {
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
+    std::vector<Job> tasks;
+    absl::Status status = InTransaction("list tasks", [&](pqxx::work& txn) -> absl::Status {
+      absl::StatusOr<std::vector<Job>> rows = ReadJobs(txn.exec_prepared(
+          with_payloads ? kListTasks.name : kListTasksWithoutPayloads.name,
+          std::string(parent_id), std::string(batch)));
+      if (!rows.ok()) return rows.status();
+      tasks = *std::move(rows);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return tasks;
   }
 
   absl::StatusOr<HeartbeatResponse> Heartbeat(std::string_view id, int attempt, double progress,
@@ -446,6 +577,14 @@ class PostgresJobStore final : public JobStore {
       if (r.empty()) return FencingFailure(txn, id, attempt);
       out.cancel_requested = r[0][0].as<bool>();
       out.lease_expires = TimeOrPast(r[0][1]);
+      const std::string parent_id = r[0][2].as<std::string>();
+      if (!parent_id.empty() && !out.cancel_requested) {
+        // A task whose job has ended (or was purged) has nobody to deliver its result to.
+        const pqxx::result parent = txn.exec_prepared(kSelectParentState.name, parent_id);
+        out.cancel_requested =
+            parent.empty() ||
+            IsTerminal(ParseJobState(parent[0][0].as<std::string>()).value_or(JobState::kFailed));
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
@@ -483,6 +622,10 @@ class PostgresJobStore final : public JobStore {
                         static_cast<int>(absl::StatusCode::kCancelled),
                         std::string(jsi::kCancelledMessage));
       txn.exec_prepared(kCancelRunning.name, id_str);
+      txn.exec_prepared(kCancelQueuedTasks.name, id_str,
+                        static_cast<int>(absl::StatusCode::kCancelled),
+                        std::string(jsi::kCancelledMessage));
+      txn.exec_prepared(kCancelRunningTasks.name, id_str);
       absl::StatusOr<std::optional<Job>> found =
           FirstJob(txn.exec_prepared(kSelectJobById.name, id_str));
       if (!found.ok()) return found.status();
@@ -545,9 +688,10 @@ class PostgresJobStore final : public JobStore {
     }
     int64_t deleted = 0;
     absl::Status status = InTransaction("purge", [&](pqxx::work& txn) -> absl::Status {
-      const pqxx::result r =
-          txn.exec_prepared(kPurgeFinished.name, absl::ToInt64Microseconds(min_age));
-      deleted = static_cast<int64_t>(r.affected_rows());
+      const int64_t min_age_us = absl::ToInt64Microseconds(min_age);
+      for (const PreparedSql& purge : {kPurgeFinishedTasks, kPurgeFinished}) {
+        deleted += static_cast<int64_t>(txn.exec_prepared(purge.name, min_age_us).affected_rows());
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
@@ -555,6 +699,34 @@ class PostgresJobStore final : public JobStore {
   }
 
  private:
+  // Claim and ClaimTask (a non-empty `parent_id`): reaps what must not run again, then claims.
+  absl::StatusOr<std::optional<Job>> ClaimWhere(std::string_view parent_id,
+                                                std::string_view worker_id, absl::Duration lease) {
+    if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
+    std::optional<Job> claimed;
+    absl::Status status = InTransaction("claim", [&](pqxx::work& txn) -> absl::Status {
+      txn.exec_prepared(kReapExpired.name, options_.max_attempts,
+                        static_cast<int>(absl::StatusCode::kCancelled),
+                        static_cast<int>(absl::StatusCode::kAborted),
+                        std::string(jsi::kCancelledMessage),
+                        jsi::AbandonedMessage(options_.max_attempts));
+      txn.exec_prepared(kReapOrphanedTasks.name, static_cast<int>(absl::StatusCode::kCancelled),
+                        std::string(jsi::kOrphanedTaskMessage));
+      const pqxx::result r =
+          parent_id.empty()
+              ? txn.exec_prepared(kClaimOldest.name, std::string(worker_id),
+                                  jsi::DurationMicros(lease))
+              : txn.exec_prepared(kClaimTask.name, std::string(worker_id),
+                                  jsi::DurationMicros(lease), std::string(parent_id));
+      absl::StatusOr<std::optional<Job>> job = FirstJob(r);
+      if (!job.ok()) return job.status();
+      claimed = std::move(*job);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return claimed;
+  }
+
   absl::Status FinishWithError(std::string_view id, int attempt, JobState state,
                                absl::StatusCode code, std::string_view message) {
     return InTransaction("finish job", [&](pqxx::work& txn) -> absl::Status {

@@ -65,24 +65,43 @@ CREATE INDEX IF NOT EXISTS gpsel_jobs_active ON gpsel_jobs (seq)
   WHERE state IN ('QUEUED', 'RUNNING');
 )sql";
 
-// Column list read by ReadJob, in this order.
-#define GPSEL_JOB_COLUMNS                                                                   \
-  "seq, id, kind, state, request, result, error_code, error_message, progress, "           \
+// Version 2: the task columns (store/job_store.h "Tasks"). A task has a parent_id; the unique
+// index makes (job, batch, index) one task, so submitting a batch twice cannot double it.
+constexpr char kMigrateToVersion2Sql[] = R"sql(
+ALTER TABLE gpsel_jobs ADD COLUMN parent_id TEXT;
+ALTER TABLE gpsel_jobs ADD COLUMN task_batch TEXT;
+ALTER TABLE gpsel_jobs ADD COLUMN task_index INTEGER;
+CREATE UNIQUE INDEX gpsel_jobs_tasks ON gpsel_jobs (parent_id, task_batch, task_index);
+)sql";
+
+// Column list read by ReadJob, in this order; the _WITHOUT_PAYLOADS form reads empty request
+// and result bytes (for polling a job's tasks).
+#define GPSEL_JOB_COLUMNS_WITH(request_and_result)                                          \
+  "seq, id, kind, state, " request_and_result ", error_code, error_message, progress, "    \
   "progress_message, attempts, idempotency_key, cancel_requested, lease_owner, "           \
-  "lease_expires_us, created_us, started_us, finished_us, updated_us"
+  "lease_expires_us, created_us, started_us, finished_us, updated_us, parent_id, "         \
+  "task_batch, task_index"
+#define GPSEL_JOB_COLUMNS GPSEL_JOB_COLUMNS_WITH("request, result")
+#define GPSEL_JOB_COLUMNS_WITHOUT_PAYLOADS GPSEL_JOB_COLUMNS_WITH("x'', NULL")
+// Jobs whose tasks may still run: a task of any other job (ended, or purged) is an orphan.
+#define GPSEL_PARENT_IS_ACTIVE                                                              \
+  "EXISTS (SELECT 1 FROM gpsel_jobs AS p WHERE p.id = gpsel_jobs.parent_id "               \
+  "AND p.state IN ('QUEUED', 'RUNNING'))"
 
 constexpr char kSelectJobById[] = "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE id = ?1";
 constexpr char kSelectByKey[] =
     "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE kind = ?1 AND idempotency_key = ?2";
-constexpr char kCountQueued[] = "SELECT count(*) FROM gpsel_jobs WHERE state = 'QUEUED'";
+constexpr char kCountQueued[] =
+    "SELECT count(*) FROM gpsel_jobs WHERE state = 'QUEUED' AND parent_id IS NULL";
 constexpr char kInsertJob[] =
     "INSERT INTO gpsel_jobs (id, kind, state, request, idempotency_key, created_us, updated_us) "
     "VALUES (?1, ?2, 'QUEUED', ?3, ?4, ?5, ?5) RETURNING " GPSEL_JOB_COLUMNS;
-constexpr char kListAll[] =
-    "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE seq > ?1 ORDER BY seq LIMIT ?2";
+constexpr char kListAll[] = "SELECT " GPSEL_JOB_COLUMNS
+                            " FROM gpsel_jobs WHERE seq > ?1 AND parent_id IS NULL "
+                            "ORDER BY seq LIMIT ?2";
 constexpr char kListByState[] = "SELECT " GPSEL_JOB_COLUMNS
                                 " FROM gpsel_jobs WHERE state = ?3 AND seq > ?1 "
-                                "ORDER BY seq LIMIT ?2";
+                                "AND parent_id IS NULL ORDER BY seq LIMIT ?2";
 // Claimable jobs (QUEUED, or RUNNING with an expired lease) that must not run again: those
 // with a cancel request, and those that have used up max_attempts.
 constexpr char kReapExpired[] =
@@ -93,19 +112,40 @@ constexpr char kReapExpired[] =
     "  lease_owner = '', lease_expires_us = NULL, finished_us = ?1, updated_us = ?1 "
     "WHERE state IN ('QUEUED', 'RUNNING') AND (state = 'QUEUED' OR lease_expires_us <= ?1) "
     "  AND (cancel_requested OR attempts >= ?2)";
-// The oldest claimable job, through the partial index over active jobs.
-constexpr char kClaimOldest[] =
-    "UPDATE gpsel_jobs SET state = 'RUNNING', attempts = attempts + 1, lease_owner = ?2, "
-    "  lease_expires_us = ?3, started_us = ?1, updated_us = ?1, progress = 0, "
-    "  progress_message = '' "
-    "WHERE seq = (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "
-    "  AND (state = 'QUEUED' OR lease_expires_us <= ?1) ORDER BY seq LIMIT 1) "
-    "RETURNING " GPSEL_JOB_COLUMNS;
+// Claimable tasks whose job has ended (or is gone): cancelled, never started.
+constexpr char kReapOrphanedTasks[] =
+    "UPDATE gpsel_jobs SET state = 'CANCELLED', error_code = ?2, error_message = ?3, "
+    "  lease_owner = '', lease_expires_us = NULL, finished_us = ?1, updated_us = ?1 "
+    "WHERE state IN ('QUEUED', 'RUNNING') AND (state = 'QUEUED' OR lease_expires_us <= ?1) "
+    "  AND parent_id IS NOT NULL AND NOT " GPSEL_PARENT_IS_ACTIVE;
+// The oldest claimable task, else the oldest claimable job, through the partial index over
+// active jobs. Tasks first: their job is running and waits for them.
+#define GPSEL_CLAIM_WHERE(extra)                                                            \
+  "UPDATE gpsel_jobs SET state = 'RUNNING', attempts = attempts + 1, lease_owner = ?2, "    \
+  "  lease_expires_us = ?3, started_us = ?1, updated_us = ?1, progress = 0, "               \
+  "  progress_message = '' "                                                                \
+  "WHERE seq = (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "           \
+  "  AND (state = 'QUEUED' OR lease_expires_us <= ?1) " extra                               \
+  "  ORDER BY parent_id IS NULL, seq LIMIT 1) "                                             \
+  "RETURNING " GPSEL_JOB_COLUMNS
+constexpr char kClaimOldest[] = GPSEL_CLAIM_WHERE("");
+constexpr char kClaimTask[] = GPSEL_CLAIM_WHERE("AND parent_id = ?4");
+constexpr char kSelectParentOf[] = "SELECT state, parent_id FROM gpsel_jobs WHERE id = ?1";
+constexpr char kListTasks[] = "SELECT " GPSEL_JOB_COLUMNS
+                              " FROM gpsel_jobs WHERE parent_id = ?1 AND task_batch = ?2 "
+                              "ORDER BY task_index";
+constexpr char kListTasksWithoutPayloads[] =
+    "SELECT " GPSEL_JOB_COLUMNS_WITHOUT_PAYLOADS
+    " FROM gpsel_jobs WHERE parent_id = ?1 AND task_batch = ?2 ORDER BY task_index";
+constexpr char kInsertTask[] =
+    "INSERT INTO gpsel_jobs (id, kind, state, request, created_us, updated_us, parent_id, "
+    "  task_batch, task_index) "
+    "VALUES (?1, ?2, 'QUEUED', ?3, ?4, ?4, ?5, ?6, ?7) RETURNING " GPSEL_JOB_COLUMNS;
 constexpr char kHeartbeat[] =
     "UPDATE gpsel_jobs SET progress = ?3, progress_message = ?4, lease_expires_us = ?5, "
     "  updated_us = ?6 "
     "WHERE id = ?1 AND state = 'RUNNING' AND attempts = ?2 "
-    "RETURNING cancel_requested, lease_expires_us";
+    "RETURNING cancel_requested, lease_expires_us, parent_id";
 constexpr char kComplete[] =
     "UPDATE gpsel_jobs SET state = 'SUCCEEDED', result = ?3, progress = 1, lease_owner = '', "
     "  lease_expires_us = NULL, finished_us = ?4, updated_us = ?4 "
@@ -123,6 +163,14 @@ constexpr char kCancelQueued[] =
 constexpr char kCancelRunning[] =
     "UPDATE gpsel_jobs SET cancel_requested = 1, updated_us = ?2 "
     "WHERE id = ?1 AND state = 'RUNNING' AND NOT cancel_requested";
+// The same for the tasks of job ?1.
+constexpr char kCancelQueuedTasks[] =
+    "UPDATE gpsel_jobs SET state = 'CANCELLED', error_code = ?3, error_message = ?4, "
+    "  finished_us = ?2, updated_us = ?2 "
+    "WHERE parent_id = ?1 AND state = 'QUEUED'";
+constexpr char kCancelRunningTasks[] =
+    "UPDATE gpsel_jobs SET cancel_requested = 1, updated_us = ?2 "
+    "WHERE parent_id = ?1 AND state = 'RUNNING' AND NOT cancel_requested";
 constexpr char kReleaseLeases[] =
     "UPDATE gpsel_jobs SET "
     "  state = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'QUEUED' END, "
@@ -131,15 +179,21 @@ constexpr char kReleaseLeases[] =
     "  finished_us = CASE WHEN cancel_requested THEN ?2 ELSE NULL END, "
     "  lease_owner = '', lease_expires_us = NULL, updated_us = ?2 "
     "WHERE state = 'RUNNING' AND lease_owner = ?1";
-constexpr char kCountByState[] = "SELECT state, count(*) FROM gpsel_jobs GROUP BY state";
+constexpr char kCountByState[] =
+    "SELECT state, count(*) FROM gpsel_jobs WHERE parent_id IS NULL GROUP BY state";
 // typeof() reads each row's record, so a full scan of the table's pages (count(*) alone may
 // use a smaller index).
 constexpr char kCheckJobsTable[] = "SELECT count(typeof(request)) FROM gpsel_jobs";
 // At most 3 problems are reported; quick_check skips index-content checks, O(pages).
 constexpr char kQuickCheck[] = "PRAGMA quick_check(3)";
-constexpr char kPurgeFinished[] =
-    "DELETE FROM gpsel_jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "
-    "AND finished_us <= ?1";
+// Tasks go with their job (first, while the job still names them), never before it: a running
+// job needs its finished tasks' results.
+#define GPSEL_PURGEABLE_JOBS                                                                \
+  "SELECT id FROM gpsel_jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "          \
+  "AND finished_us <= ?1 AND parent_id IS NULL"
+constexpr char kPurgeFinishedTasks[] =
+    "DELETE FROM gpsel_jobs WHERE parent_id IN (" GPSEL_PURGEABLE_JOBS ")";
+constexpr char kPurgeFinished[] = "DELETE FROM gpsel_jobs WHERE id IN (" GPSEL_PURGEABLE_JOBS ")";
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
@@ -278,6 +332,9 @@ absl::StatusOr<Job> ReadJob(const Statement& st, int64_t* seq = nullptr) {
   job.started = st.TimeOrPast(16);
   job.finished = st.TimeOrPast(17);
   job.updated = st.TimeOrPast(18);
+  job.parent_id = st.Text(19);
+  job.task_batch = st.Text(20);
+  job.task_index = st.IsNull(21) ? -1 : static_cast<int>(st.Int64(21));
   return job;
 }
 
@@ -323,10 +380,17 @@ class SqliteJobStore final : public JobStore {
             jsi::kSchemaVersion, ")"));
       }
       if (absl::Status s = ExecScript(kCreateSchemaSql); !s.ok()) return s;
-      // (Migrations from older versions would go here; version 1 is the first.)
+      // kCreateSchemaSql is version 1; each migration takes it one version further.
+      if (version->value_or(1) < 2) {
+        if (absl::Status s = ExecScript(kMigrateToVersion2Sql); !s.ok()) return s;
+      }
       if (!version->has_value()) {
         return ExecScript(absl::StrCat("INSERT INTO gpsel_schema_version (version) VALUES (",
                                        jsi::kSchemaVersion, ")"));
+      }
+      if (**version < jsi::kSchemaVersion) {
+        return ExecScript(absl::StrCat("UPDATE gpsel_schema_version SET version = ",
+                                       jsi::kSchemaVersion));
       }
       return absl::OkStatus();
     });
@@ -438,33 +502,71 @@ class SqliteJobStore final : public JobStore {
 
   absl::StatusOr<std::optional<Job>> Claim(std::string_view worker_id,
                                            absl::Duration lease) override {
-    if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
+    return ClaimWhere(kClaimOldest, "", worker_id, lease);
+  }
+
+  absl::StatusOr<std::optional<Job>> ClaimTask(std::string_view parent_id,
+                                               std::string_view worker_id,
+                                               absl::Duration lease) override {
+    if (parent_id.empty()) return absl::InvalidArgumentError("parent_id: must not be empty");
+    return ClaimWhere(kClaimTask, parent_id, worker_id, lease);
+  }
+
+  absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
+                                               std::string_view kind,
+                                               const std::vector<std::string>& requests) override {
+    if (absl::Status s = jsi::ValidateSubmitTasks(parent_id, batch, kind, requests); !s.ok()) {
+      return s;
+    }
     absl::MutexLock lock(&mu_);
-    std::optional<Job> claimed;
+    std::vector<Job> tasks;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-      const int64_t now = NowMicros();
       {
-        absl::StatusOr<Statement> reap = Prepare(kReapExpired);
-        if (!reap.ok()) return reap.status();
-        reap->BindInt64(1, now);
-        reap->BindInt64(2, options_.max_attempts);
-        reap->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
-        reap->BindInt64(4, static_cast<int>(absl::StatusCode::kAborted));
-        reap->BindText(5, jsi::kCancelledMessage);
-        reap->BindText(6, jsi::AbandonedMessage(options_.max_attempts));
-        if (absl::Status s = reap->Run(); !s.ok()) return s;
+        absl::StatusOr<Statement> st = Prepare(kSelectParentOf);
+        if (!st.ok()) return st.status();
+        st->BindText(1, parent_id);
+        absl::StatusOr<bool> row = st->Step();
+        if (!row.ok()) return row.status();
+        if (!*row) return jsi::JobNotFoundError(parent_id);
+        if (!st->IsNull(1)) return jsi::TasksOfTaskError(parent_id);
+        const JobState state = ParseJobState(st->Text(0)).value_or(JobState::kFailed);
+        if (state != JobState::kRunning) return jsi::TasksOfIdleJobError(parent_id, state);
       }
-      absl::StatusOr<std::optional<Job>> job = SelectOne(kClaimOldest, [&](Statement& st) {
-        st.BindInt64(1, now);
-        st.BindText(2, worker_id);
-        st.BindInt64(3, now + jsi::DurationMicros(lease));
-      });
-      if (!job.ok()) return job.status();
-      claimed = std::move(*job);
+      absl::StatusOr<std::vector<Job>> existing = SelectTasks(kListTasks, parent_id, batch);
+      if (!existing.ok()) return existing.status();
+      if (!existing->empty()) {
+        if (existing->size() != requests.size()) {
+          return jsi::TaskBatchSizeError(parent_id, batch, existing->size(), requests.size());
+        }
+        tasks = *std::move(existing);
+        return absl::OkStatus();
+      }
+      const int64_t now = NowMicros();
+      for (size_t i = 0; i < requests.size(); ++i) {
+        absl::StatusOr<std::optional<Job>> inserted = SelectOne(kInsertTask, [&](Statement& st) {
+          st.BindText(1, jsi::NewJobId());
+          st.BindText(2, kind);
+          st.BindBlob(3, requests[i]);
+          st.BindInt64(4, now);
+          st.BindText(5, parent_id);
+          st.BindText(6, batch);
+          st.BindInt64(7, static_cast<int64_t>(i));
+        });
+        if (!inserted.ok()) return inserted.status();
+        if (!inserted->has_value()) return absl::InternalError("sqlite: insert returned no row");
+        tasks.push_back(std::move(**inserted));
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
-    return claimed;
+    return tasks;
+  }
+
+  absl::StatusOr<std::vector<Job>> ListTasks(std::string_view parent_id, std::string_view batch,
+                                             bool with_payloads) override {
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    return SelectTasks(with_payloads ? kListTasks : kListTasksWithoutPayloads, parent_id, batch);
   }
 
   absl::StatusOr<HeartbeatResponse> Heartbeat(std::string_view id, int attempt, double progress,
@@ -488,7 +590,19 @@ class SqliteJobStore final : public JobStore {
       if (!*row) return FencingFailure(id, attempt);
       out.cancel_requested = st->Int64(0) != 0;
       out.lease_expires = st->TimeOrPast(1);
-      return st->Run();
+      const std::string parent_id = st->Text(2);
+      if (absl::Status s = st->Run(); !s.ok()) return s;
+      if (!parent_id.empty() && !out.cancel_requested) {
+        // A task whose job has ended (or was purged) has nobody to deliver its result to.
+        absl::StatusOr<Statement> parent = Prepare(kSelectParentOf);
+        if (!parent.ok()) return parent.status();
+        parent->BindText(1, parent_id);
+        absl::StatusOr<bool> found = parent->Step();
+        if (!found.ok()) return found.status();
+        out.cancel_requested =
+            !*found || IsTerminal(ParseJobState(parent->Text(0)).value_or(JobState::kFailed));
+      }
+      return absl::OkStatus();
     });
     if (!status.ok()) return status;
     return out;
@@ -536,6 +650,22 @@ class SqliteJobStore final : public JobStore {
       }
       {
         absl::StatusOr<Statement> st = Prepare(kCancelRunning);
+        if (!st.ok()) return st.status();
+        st->BindText(1, id);
+        st->BindInt64(2, now);
+        if (absl::Status s = st->Run(); !s.ok()) return s;
+      }
+      {
+        absl::StatusOr<Statement> st = Prepare(kCancelQueuedTasks);
+        if (!st.ok()) return st.status();
+        st->BindText(1, id);
+        st->BindInt64(2, now);
+        st->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
+        st->BindText(4, jsi::kCancelledMessage);
+        if (absl::Status s = st->Run(); !s.ok()) return s;
+      }
+      {
+        absl::StatusOr<Statement> st = Prepare(kCancelRunningTasks);
         if (!st.ok()) return st.status();
         st->BindText(1, id);
         st->BindInt64(2, now);
@@ -622,11 +752,14 @@ class SqliteJobStore final : public JobStore {
     absl::MutexLock lock(&mu_);
     int64_t deleted = 0;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-      absl::StatusOr<Statement> st = Prepare(kPurgeFinished);
-      if (!st.ok()) return st.status();
-      st->BindInt64(1, NowMicros() - absl::ToInt64Microseconds(min_age));
-      if (absl::Status s = st->Run(); !s.ok()) return s;
-      deleted = sqlite3_changes64(db_);
+      const int64_t cutoff = NowMicros() - absl::ToInt64Microseconds(min_age);
+      for (const char* sql : {kPurgeFinishedTasks, kPurgeFinished}) {
+        absl::StatusOr<Statement> st = Prepare(sql);
+        if (!st.ok()) return st.status();
+        st->BindInt64(1, cutoff);
+        if (absl::Status s = st->Run(); !s.ok()) return s;
+        deleted += sqlite3_changes64(db_);
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
@@ -634,6 +767,67 @@ class SqliteJobStore final : public JobStore {
   }
 
  private:
+  // Claim and ClaimTask: reaps what must not run again, then takes the first row of
+  // `claim_sql` (kClaimTask binds `parent_id` as ?4).
+  absl::StatusOr<std::optional<Job>> ClaimWhere(const char* claim_sql, std::string_view parent_id,
+                                                std::string_view worker_id, absl::Duration lease) {
+    if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    std::optional<Job> claimed;
+    absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      const int64_t now = NowMicros();
+      {
+        absl::StatusOr<Statement> reap = Prepare(kReapExpired);
+        if (!reap.ok()) return reap.status();
+        reap->BindInt64(1, now);
+        reap->BindInt64(2, options_.max_attempts);
+        reap->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
+        reap->BindInt64(4, static_cast<int>(absl::StatusCode::kAborted));
+        reap->BindText(5, jsi::kCancelledMessage);
+        reap->BindText(6, jsi::AbandonedMessage(options_.max_attempts));
+        if (absl::Status s = reap->Run(); !s.ok()) return s;
+      }
+      {
+        absl::StatusOr<Statement> reap = Prepare(kReapOrphanedTasks);
+        if (!reap.ok()) return reap.status();
+        reap->BindInt64(1, now);
+        reap->BindInt64(2, static_cast<int>(absl::StatusCode::kCancelled));
+        reap->BindText(3, jsi::kOrphanedTaskMessage);
+        if (absl::Status s = reap->Run(); !s.ok()) return s;
+      }
+      absl::StatusOr<std::optional<Job>> job = SelectOne(claim_sql, [&](Statement& st) {
+        st.BindInt64(1, now);
+        st.BindText(2, worker_id);
+        st.BindInt64(3, now + jsi::DurationMicros(lease));
+        if (!parent_id.empty()) st.BindText(4, parent_id);
+      });
+      if (!job.ok()) return job.status();
+      claimed = std::move(*job);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return claimed;
+  }
+
+  // The rows of a task listing (kListTasks or kListTasksWithoutPayloads).
+  absl::StatusOr<std::vector<Job>> SelectTasks(const char* sql, std::string_view parent_id,
+                                               std::string_view batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<Statement> st = Prepare(sql);
+    if (!st.ok()) return st.status();
+    st->BindText(1, parent_id);
+    st->BindText(2, batch);
+    std::vector<Job> tasks;
+    while (true) {
+      absl::StatusOr<bool> row = st->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return tasks;
+      absl::StatusOr<Job> job = ReadJob(*st);
+      if (!job.ok()) return job.status();
+      tasks.push_back(std::move(*job));
+    }
+  }
+
   // Returns the cached prepared statement for `sql`, preparing it on first use.
   absl::StatusOr<Statement> Prepare(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = statements_.find(sql);

@@ -881,6 +881,245 @@ TEST_P(JobStoreConformanceTest, RejectsInvalidArguments) {
   EXPECT_TRUE(all.jobs.empty());
 }
 
+// ---- Tasks (store/job_store.h "Tasks") ----
+
+constexpr char kTaskKind[] = "evidence_run";
+
+// A RUNNING job with a batch "runs" of `n` tasks; returns (job, tasks).
+std::pair<Job, std::vector<Job>> RunningJobWithTasks(JobStore& store, int n) {
+  absl::StatusOr<SubmitResult> parent = store.Submit(kKind, "parent", "", 0);
+  EXPECT_TRUE(parent.ok()) << parent.status();
+  absl::StatusOr<std::optional<Job>> claimed = store.Claim("parent-worker", kLongLease);
+  EXPECT_TRUE(claimed.ok() && claimed->has_value());
+  std::vector<std::string> requests;
+  for (int i = 0; i < n; ++i) requests.push_back(BinaryPayload(i));
+  absl::StatusOr<std::vector<Job>> tasks =
+      store.SubmitTasks(parent->job.id, "runs", kTaskKind, requests);
+  EXPECT_TRUE(tasks.ok()) << tasks.status();
+  return {claimed.ok() && claimed->has_value() ? **claimed : Job{},
+          tasks.ok() ? *tasks : std::vector<Job>{}};
+}
+
+TEST_P(JobStoreConformanceTest, SubmitTasksStoresABatchOnceInIndexOrder) {
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 3);
+  ASSERT_EQ(tasks.size(), 3u);
+  std::set<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(tasks[i].kind, kTaskKind);
+    EXPECT_EQ(tasks[i].state, JobState::kQueued);
+    EXPECT_EQ(tasks[i].parent_id, parent.id);
+    EXPECT_EQ(tasks[i].task_batch, "runs");
+    EXPECT_EQ(tasks[i].task_index, i);
+    EXPECT_EQ(tasks[i].request, BinaryPayload(i));
+    EXPECT_TRUE(tasks[i].is_task());
+    ids.insert(tasks[i].id);
+    EXPECT_EQ(MustGet(tasks[i].id).parent_id, parent.id);  // GetJob reads tasks too
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_FALSE(parent.is_task());
+  EXPECT_EQ(parent.task_index, -1);
+
+  // Submitting the batch again (the job re-run after a crash) returns the same tasks, from
+  // another store instance too; a batch of another size is refused.
+  std::unique_ptr<JobStore> other = Open();
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> again,
+                       other->SubmitTasks(parent.id, "runs", kTaskKind, {"x", "y", "z"}));
+  ASSERT_EQ(again.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(again[i].id, tasks[i].id);
+    EXPECT_EQ(again[i].request, BinaryPayload(i));
+  }
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "runs", kTaskKind, {"x"}),
+                     absl::StatusCode::kFailedPrecondition);
+  // Another batch of the same job is separate.
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> step, store_->SubmitTasks(parent.id, "step-1", kTaskKind,
+                                                                  {"s"}));
+  ASSERT_EQ(step.size(), 1u);
+  EXPECT_EQ(step[0].task_index, 0);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> listed, store_->ListTasks(parent.id, "runs", true));
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[2].request, BinaryPayload(2));
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> light, store_->ListTasks(parent.id, "runs", false));
+  ASSERT_EQ(light.size(), 3u);
+  EXPECT_EQ(light[1].id, tasks[1].id);
+  EXPECT_EQ(light[1].request, "");
+  EXPECT_EQ(light[1].state, JobState::kQueued);
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> none, store_->ListTasks(parent.id, "nothing", false));
+  EXPECT_TRUE(none.empty());
+
+  // Tasks are not jobs: ListJobs, CountByState and the queue limit see the one job only.
+  ASSERT_OK_AND_ASSIGN(ListJobsResponse all, store_->ListJobs({}));
+  ASSERT_EQ(all.jobs.size(), 1u);
+  EXPECT_EQ(all.jobs[0].id, parent.id);
+  ASSERT_OK_AND_ASSIGN(JobCounts counts, store_->CountByState());
+  EXPECT_EQ(counts[JobState::kQueued], 0);
+  EXPECT_EQ(counts[JobState::kRunning], 1);
+  ASSERT_OK_AND_ASSIGN(SubmitResult fits, store_->Submit(kKind, "next", "", /*max_queued=*/1));
+  EXPECT_TRUE(fits.created);
+}
+
+TEST_P(JobStoreConformanceTest, SubmitTasksRefusesJobsThatCannotTakeTasks) {
+  EXPECT_STATUS_CODE(store_->SubmitTasks("01ARZ3NDEKTSV4RRFFQ69G5FAV", "runs", kTaskKind, {"a"}),
+                     absl::StatusCode::kNotFound);
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 1);
+  ASSERT_EQ(tasks.size(), 1u);
+  const Job queued = MustSubmit(*store_, "queued");
+  EXPECT_STATUS_CODE(store_->SubmitTasks(queued.id, "runs", kTaskKind, {"a"}),
+                     absl::StatusCode::kFailedPrecondition);
+  EXPECT_STATUS_CODE(store_->SubmitTasks(tasks[0].id, "runs", kTaskKind, {"a"}),
+                     absl::StatusCode::kFailedPrecondition);  // a task has no tasks
+  ASSERT_TRUE(store_->Complete(parent.id, parent.attempts, "done").ok());
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "more", kTaskKind, {"a"}),
+                     absl::StatusCode::kFailedPrecondition);
+  // Argument checks name the field.
+  EXPECT_STATUS_CODE(store_->SubmitTasks("", "runs", kTaskKind, {"a"}),
+                     absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "", kTaskKind, {"a"}),
+                     absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, std::string(65, 'b'), kTaskKind, {"a"}),
+                     absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "runs", "", {"a"}),
+                     absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "runs", kTaskKind, {}),
+                     absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->ListTasks(parent.id, "", false), absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->ClaimTask("", "w", kLease), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobStoreConformanceTest, ClaimTakesTasksBeforeJobsAndClaimTaskOnlyItsJobs) {
+  const Job first = MustSubmit(*store_, "first job");
+  const Job second = MustSubmit(*store_, "second job");
+  const Job waiting = MustSubmit(*store_, "queued before any task exists");
+  ASSERT_EQ(MustClaim(*store_, "w0")->id, first.id);
+  ASSERT_EQ(MustClaim(*store_, "w0")->id, second.id);
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> first_tasks,
+                       store_->SubmitTasks(first.id, "runs", kTaskKind, {"a0", "a1"}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> second_tasks,
+                       store_->SubmitTasks(second.id, "runs", kTaskKind, {"b0"}));
+
+  // ClaimTask takes only the tasks of the job it names.
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> mine, store_->ClaimTask(second.id, "w1", kLongLease));
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_EQ(mine->id, second_tasks[0].id);
+  EXPECT_EQ(mine->state, JobState::kRunning);
+  EXPECT_EQ(mine->attempts, 1);
+  EXPECT_EQ(mine->lease_owner, "w1");
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> no_more, store_->ClaimTask(second.id, "w1", kLongLease));
+  EXPECT_FALSE(no_more.has_value());
+
+  // Claim hands out the remaining tasks (by index) before the job that was queued first.
+  EXPECT_EQ(MustClaim(*store_, "w2")->id, first_tasks[0].id);
+  EXPECT_EQ(MustClaim(*store_, "w2")->id, first_tasks[1].id);
+  EXPECT_EQ(MustClaim(*store_, "w2")->id, waiting.id);
+  EXPECT_FALSE(MustClaim(*store_, "w2").has_value());
+}
+
+TEST_P(JobStoreConformanceTest, TasksHaveLeasesFencingAndResults) {
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 2);
+  ASSERT_EQ(tasks.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> first, store_->ClaimTask(parent.id, "a", kLease));
+  ASSERT_TRUE(first.has_value());
+  ASSERT_OK_AND_ASSIGN(HeartbeatResponse beat,
+                       store_->Heartbeat(first->id, first->attempts, 0.5, "half", kLease));
+  EXPECT_FALSE(beat.cancel_requested);
+  // Its worker dies: the lease expires and the task is claimed again, with a new token.
+  absl::SleepFor(kPastLease);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> again, store_->ClaimTask(parent.id, "b", kLongLease));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(again->attempts, 2);
+  EXPECT_STATUS_CODE(store_->Complete(first->id, first->attempts, "stale"),
+                     absl::StatusCode::kAborted);
+  ASSERT_TRUE(store_->Complete(again->id, again->attempts, BinaryPayload(7)).ok());
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> listed, store_->ListTasks(parent.id, "runs", true));
+  EXPECT_EQ(listed[0].state, JobState::kSucceeded);
+  EXPECT_EQ(listed[0].result, BinaryPayload(7));
+  EXPECT_EQ(listed[1].state, JobState::kQueued);
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> light, store_->ListTasks(parent.id, "runs", false));
+  EXPECT_EQ(light[0].state, JobState::kSucceeded);
+  EXPECT_EQ(light[0].result, "");
+  EXPECT_DOUBLE_EQ(light[0].progress, 1.0);
+}
+
+TEST_P(JobStoreConformanceTest, CancellingAJobCancelsItsTasks) {
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 3);
+  ASSERT_EQ(tasks.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> running, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_TRUE(running.has_value());
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> done, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(store_->Complete(done->id, done->attempts, "r").ok());
+
+  ASSERT_OK_AND_ASSIGN(Job cancelled, store_->RequestCancel(parent.id));
+  EXPECT_TRUE(cancelled.cancel_requested);
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> after, store_->ListTasks(parent.id, "runs", false));
+  EXPECT_EQ(after[0].state, JobState::kRunning);  // told at its next heartbeat
+  EXPECT_TRUE(after[0].cancel_requested);
+  EXPECT_EQ(after[1].state, JobState::kSucceeded);  // finished stays finished
+  EXPECT_EQ(after[2].state, JobState::kCancelled);  // queued: cancelled at once
+  EXPECT_EQ(after[2].error_code, static_cast<int>(absl::StatusCode::kCancelled));
+  ASSERT_OK_AND_ASSIGN(HeartbeatResponse beat,
+                       store_->Heartbeat(running->id, running->attempts, 0.1, "", kLongLease));
+  EXPECT_TRUE(beat.cancel_requested);
+}
+
+TEST_P(JobStoreConformanceTest, TasksOfAnEndedJobStopAndAreNotStarted) {
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 2);
+  ASSERT_EQ(tasks.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> running, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_TRUE(running.has_value());
+  // The job fails (e.g. another of its tasks failed) without cancelling its tasks itself.
+  ASSERT_TRUE(store_->Fail(parent.id, parent.attempts, absl::InternalError("boom")).ok());
+  ASSERT_OK_AND_ASSIGN(HeartbeatResponse beat,
+                       store_->Heartbeat(running->id, running->attempts, 0.3, "", kLongLease));
+  EXPECT_TRUE(beat.cancel_requested);
+  // The queued task is never handed out: the next Claim cancels it.
+  EXPECT_FALSE(MustClaim(*store_, "w2").has_value());
+  const Job orphan = MustGet(tasks[1].id);
+  EXPECT_EQ(orphan.state, JobState::kCancelled);
+  EXPECT_EQ(orphan.attempts, 0);
+}
+
+TEST_P(JobStoreConformanceTest, ReleasedJobKeepsItsTasksRunning) {
+  // The job's worker shuts down gracefully: the job is queued again, its tasks carry on (they
+  // are handed out first), and the job re-run finds its batch with the results so far.
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 2);
+  ASSERT_EQ(tasks.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> t0, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_TRUE(store_->Complete(t0->id, t0->attempts, "zero").ok());
+  ASSERT_OK_AND_ASSIGN(int64_t released, store_->ReleaseLeases("parent-worker"));
+  EXPECT_EQ(released, 1);
+  std::optional<Job> t1 = MustClaim(*store_, "other");
+  ASSERT_TRUE(t1.has_value());
+  EXPECT_EQ(t1->id, tasks[1].id);
+  std::optional<Job> rerun = MustClaim(*store_, "other");
+  ASSERT_TRUE(rerun.has_value());
+  EXPECT_EQ(rerun->id, parent.id);
+  EXPECT_EQ(rerun->attempts, 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> batch,
+                       store_->SubmitTasks(parent.id, "runs", kTaskKind, {"p", "q"}));
+  EXPECT_EQ(batch[0].state, JobState::kSucceeded);
+  EXPECT_EQ(batch[0].result, "zero");
+  EXPECT_EQ(batch[1].state, JobState::kRunning);
+}
+
+TEST_P(JobStoreConformanceTest, PurgeTakesTasksWithTheirJobOnly) {
+  auto [parent, tasks] = RunningJobWithTasks(*store_, 1);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> t, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_TRUE(store_->Complete(t->id, t->attempts, "r").ok());
+  // The task finished long enough ago, but its job still runs: it stays.
+  absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_OK_AND_ASSIGN(int64_t none, store_->PurgeFinished(absl::ZeroDuration()));
+  EXPECT_EQ(none, 0);
+  EXPECT_EQ(MustGet(t->id).state, JobState::kSucceeded);
+  ASSERT_TRUE(store_->Complete(parent.id, parent.attempts, "all").ok());
+  ASSERT_OK_AND_ASSIGN(int64_t both, store_->PurgeFinished(absl::ZeroDuration()));
+  EXPECT_EQ(both, 2);
+  EXPECT_STATUS_CODE(store_->GetJob(t->id), absl::StatusCode::kNotFound);
+  EXPECT_STATUS_CODE(store_->GetJob(parent.id), absl::StatusCode::kNotFound);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, JobStoreConformanceTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
 

@@ -129,7 +129,7 @@ TEST(OpenJobStoreTest, SqliteFileIsWalWithSchemaVersion) {
     ASSERT_TRUE((*store)->Submit("evidence", "r", "", 0).ok());
   }
   EXPECT_EQ(SqliteQuery(path, "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(SqliteQuery(path, "SELECT max(version) FROM gpsel_schema_version"), "1");
+  EXPECT_EQ(SqliteQuery(path, "SELECT max(version) FROM gpsel_schema_version"), "2");
   EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_jobs"), "1");
   // Reopening does not add a second version row or touch the data.
   ASSERT_TRUE(OpenJobStore("sqlite:" + path).ok());
@@ -174,6 +174,47 @@ TEST(OpenJobStoreTest, SqliteConcurrentFirstOpenFromSeveralProcesses) {
   EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_jobs"), std::to_string(kProcesses));
 }
 
+// A job store written by the gpsel before tasks (schema version 1: no task columns) is
+// migrated when opened: its jobs stay, and its running jobs can add tasks.
+TEST(OpenJobStoreTest, SqliteMigratesVersion1) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/jobs.db";
+  std::string job_id;
+  {
+    absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<SubmitResult> s = (*store)->Submit("evidence", "old", "key", 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    job_id = s->job.id;
+  }
+  // Version 1 as it was: the task columns and their index did not exist.
+  SqliteQuery(path, "DROP INDEX gpsel_jobs_tasks");
+  for (const char* column : {"parent_id", "task_batch", "task_index"}) {
+    SqliteQuery(path, absl::StrCat("ALTER TABLE gpsel_jobs DROP COLUMN ", column));
+  }
+  SqliteQuery(path, "UPDATE gpsel_schema_version SET version = 1");
+  ASSERT_EQ(SqliteQuery(path, "SELECT count(*) FROM pragma_table_info('gpsel_jobs') "
+                              "WHERE name = 'parent_id'"),
+            "0");
+
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(SqliteQuery(path, "SELECT max(version) FROM gpsel_schema_version"), "2");
+  EXPECT_EQ(SqliteQuery(path, "SELECT count(*) FROM gpsel_schema_version"), "1");
+  absl::StatusOr<SubmitResult> again = (*store)->Submit("evidence", "old", "key", 0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job.id, job_id);
+  EXPECT_FALSE(again->job.is_task());
+  absl::StatusOr<std::optional<Job>> claimed = (*store)->Claim("w", absl::Seconds(60));
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
+  absl::StatusOr<std::vector<Job>> tasks =
+      (*store)->SubmitTasks(job_id, "runs", "evidence_run", {"a", "b"});
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  EXPECT_EQ(tasks->size(), 2u);
+}
+
 TEST(OpenJobStoreTest, SqliteRefusesNewerSchema) {
   TempDir dir;
   ASSERT_TRUE(dir.ok());
@@ -207,6 +248,48 @@ TEST(OpenJobStoreTest, PostgresRefusesNewerSchema) {
   }
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore((*db)->url());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+}
+
+TEST(OpenJobStoreTest, PostgresMigratesVersion1) {
+  const char* base = PostgresUrlFromEnv();
+  if (base == nullptr) GTEST_SKIP() << ::gpsel::testing::kPostgresSkipMessage;
+  absl::StatusOr<std::unique_ptr<PostgresTestDatabase>> db = PostgresTestDatabase::Create(base);
+  ASSERT_TRUE(db.ok()) << db.status();
+  std::string job_id;
+  {
+    absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore((*db)->url());
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<SubmitResult> s = (*store)->Submit("evidence", "old", "key", 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    job_id = s->job.id;
+  }
+  {
+    // Version 1 as it was (dropping the columns drops their index too).
+    pqxx::connection conn(base);
+    pqxx::work txn(conn);
+    const std::string jobs = absl::StrCat((*db)->schema(), ".gpsel_jobs");
+    txn.exec(absl::StrCat("ALTER TABLE ", jobs, " DROP COLUMN parent_id, DROP COLUMN task_batch, ",
+                          "DROP COLUMN task_index"));
+    txn.exec(absl::StrCat("UPDATE ", (*db)->schema(), ".gpsel_schema_version SET version = 1"));
+    txn.commit();
+  }
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore((*db)->url());
+  ASSERT_TRUE(store.ok()) << store.status();
+  {
+    pqxx::connection conn(base);
+    pqxx::work txn(conn);
+    const pqxx::result r = txn.exec(absl::StrCat(
+        "SELECT max(version), count(*) FROM ", (*db)->schema(), ".gpsel_schema_version"));
+    EXPECT_EQ(r[0][0].as<int>(), 2);
+    EXPECT_EQ(r[0][1].as<int>(), 1);
+  }
+  absl::StatusOr<std::optional<Job>> claimed = (*store)->Claim("w", absl::Seconds(60));
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
+  EXPECT_EQ((*claimed)->id, job_id);
+  absl::StatusOr<std::vector<Job>> tasks =
+      (*store)->SubmitTasks(job_id, "runs", "evidence_run", {"a", "b"});
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  EXPECT_EQ(tasks->size(), 2u);
 }
 
 TEST(OpenJobStoreTest, PostgresSchemeAliasesAndMissingDatabase) {
