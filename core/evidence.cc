@@ -327,8 +327,26 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
     result.method_reason = "asked for";
   }
   if (run_nested) {
-    absl::StatusOr<NestedSamplingResult> sampling = RunNestedSampling(
-        log_likelihood, gp.prior_mean(), gp.prior_sd(), options.sampling, progress);
+    absl::StatusOr<NestedSamplingResult> sampling;
+    if (options.run_nested_runs && options.sampling.num_runs > 1) {
+      const auto runs_start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::vector<NestedSamplingResult>> runs =
+          options.run_nested_runs(options.sampling.num_runs, progress);
+      if (!runs.ok()) return runs.status();
+      if (static_cast<int>(runs->size()) != options.sampling.num_runs) {
+        return absl::InternalError(absl::StrCat("nested sampling: ", runs->size(),
+                                                " runs came back for ",
+                                                options.sampling.num_runs));
+      }
+      sampling = MergeNestedSamplingRuns(*std::move(runs));
+      if (sampling.ok()) {
+        sampling->seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - runs_start).count();
+      }
+    } else {
+      sampling = RunNestedSampling(log_likelihood, gp.prior_mean(), gp.prior_sd(),
+                                   options.sampling, progress);
+    }
     if (!sampling.ok()) return sampling.status();
     result.sampling = *std::move(sampling);
     result.likelihood_calls += result.sampling->likelihood_calls;

@@ -15,6 +15,7 @@
 #ifndef GPSEL_CORE_EVIDENCE_H_
 #define GPSEL_CORE_EVIDENCE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +61,16 @@ struct ModeSearchOptions {
   absl::Status Validate() const;
 };
 
+// Runs the K = sampling.num_runs independent nested-sampling runs of an evidence computation
+// elsewhere than in this process's threads, and returns their results in run order. Run k must
+// be what ComputeEvidence gives for the same data and kernel with method kNested, one run, and
+// seed NestedSamplingRunSeed(sampling.seed, k) — so the merged result is the in-process one, bit
+// for bit, whoever ran which run. gpsel-server hands each run to the job store as a task that
+// any worker of any replica may take (jobs/evidence_job.cc). `progress` takes the runs' overall
+// progress and answers with cancellation, as for ComputeEvidence.
+using NestedRunsExecutor = std::function<absl::StatusOr<std::vector<NestedSamplingResult>>(
+    int num_runs, const ProgressCallback& progress)>;
+
 struct EvidenceOptions {
   EvidenceMethod method = EvidenceMethod::kNested;
   NestedSamplingOptions sampling;  // nested sampling: dlogz, nlive, dynamic, seed, caps
@@ -70,6 +81,9 @@ struct EvidenceOptions {
   bool standardize = true;  // standardise y first (the priors assume it)
   HyperparameterSettings hyperparameters;
   XScaling scale_x;  // x / factor before modelling, as in ScoreKernel
+  // Where nested sampling's runs go when sampling.num_runs > 1; unset: this process, on
+  // sampling.threads threads.
+  NestedRunsExecutor run_nested_runs;
   absl::Status Validate() const;
 };
 

@@ -514,6 +514,76 @@ TEST(EvidenceTest, SameSeedGivesIdenticalBits) {
   }
 }
 
+// The runs of a multi-run nested sampling handed to an executor (as gpsel-server hands them to
+// the job store): each run computed on its own as a one-run evidence with the run's seed, in
+// any order, merges into exactly the in-process result.
+TEST(EvidenceTest, RunsFromAnExecutorMergeIntoTheInProcessResult) {
+  const Dataset data = PaperData();
+  const KernelExpr se = Kernel("SE");
+  EvidenceOptions options;
+  options.standardize = false;
+  options.sampling.seed = 7;
+  options.sampling.num_runs = 3;
+  options.sampling.threads = 2;
+  options.sampling.return_samples = true;
+  absl::StatusOr<EvidenceResult> in_process = ComputeEvidence(data, se, options);
+  ASSERT_TRUE(in_process.ok()) << in_process.status();
+
+  std::vector<int> asked;
+  EvidenceOptions elsewhere = options;
+  elsewhere.run_nested_runs = [&](int num_runs, const ProgressCallback& progress)
+      -> absl::StatusOr<std::vector<NestedSamplingResult>> {
+    asked.push_back(num_runs);
+    std::vector<NestedSamplingResult> runs(num_runs);
+    for (int k = num_runs - 1; k >= 0; --k) {  // backwards: the order must not matter
+      EvidenceOptions one = options;
+      one.sampling.num_runs = 1;
+      one.sampling.threads = 1;
+      one.sampling.seed = NestedSamplingRunSeed(options.sampling.seed, k);
+      absl::StatusOr<EvidenceResult> run = ComputeEvidence(data, se, one, progress);
+      if (!run.ok()) return run.status();
+      runs[k] = *run->sampling;
+    }
+    return runs;
+  };
+  absl::StatusOr<EvidenceResult> merged = ComputeEvidence(data, se, elsewhere);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(asked, std::vector<int>{3});
+  const NestedSamplingResult &a = *in_process->sampling, &b = *merged->sampling;
+  EXPECT_EQ(std::memcmp(&a.log_evidence, &b.log_evidence, sizeof(double)), 0);
+  EXPECT_EQ(std::memcmp(&a.log_evidence_error, &b.log_evidence_error, sizeof(double)), 0);
+  EXPECT_EQ(std::memcmp(&a.log_evidence_error_spread, &b.log_evidence_error_spread,
+                        sizeof(double)), 0);
+  EXPECT_EQ(a.likelihood_calls, b.likelihood_calls);
+  ASSERT_EQ(b.runs.size(), 3u);
+  ASSERT_EQ(a.samples.rows(), b.samples.rows());
+  EXPECT_EQ(std::memcmp(a.log_weights.data(), b.log_weights.data(),
+                        sizeof(double) * a.log_weights.size()), 0);
+  EXPECT_EQ(merged->log_evidence, in_process->log_evidence);
+
+  // An executor that loses a run is an error, not a silently smaller merge.
+  EvidenceOptions short_of_runs = options;
+  short_of_runs.run_nested_runs = [](int, const ProgressCallback&)
+      -> absl::StatusOr<std::vector<NestedSamplingResult>> {
+    return std::vector<NestedSamplingResult>(1);
+  };
+  EXPECT_EQ(ComputeEvidence(data, se, short_of_runs).status().code(),
+            absl::StatusCode::kInternal);
+  // Its errors (cancellation, a failed run) are the computation's.
+  EvidenceOptions cancelled = options;
+  cancelled.run_nested_runs = [](int, const ProgressCallback&)
+      -> absl::StatusOr<std::vector<NestedSamplingResult>> {
+    return absl::CancelledError("job cancelled");
+  };
+  EXPECT_EQ(ComputeEvidence(data, se, cancelled).status().code(), absl::StatusCode::kCancelled);
+  // One run never goes to the executor.
+  EvidenceOptions single = elsewhere;
+  single.sampling.num_runs = 1;
+  asked.clear();
+  ASSERT_TRUE(ComputeEvidence(data, se, single).ok());
+  EXPECT_TRUE(asked.empty());
+}
+
 TEST(EvidenceTest, CallbackCancels) {
   const Dataset data = PaperData();
   EvidenceOptions options;
