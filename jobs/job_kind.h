@@ -18,8 +18,10 @@
 //   gpsel::JobKindRegistry kinds;
 //   gpsel::JobKind echo;
 //   echo.name = "echo";
-//   echo.execute = [](std::string_view request, const gpsel::ProgressCallback& progress)
-//       -> absl::StatusOr<std::string> { return std::string(request); };
+//   echo.execute = [](std::string_view request, const gpsel::ProgressCallback& progress,
+//                     gpsel::JobTasks& tasks) -> absl::StatusOr<std::string> {
+//     return std::string(request);
+//   };
 //   absl::Status s = kinds.Register(std::move(echo));   // ALREADY_EXISTS the second time
 //   const gpsel::JobKind* kind = kinds.Find("echo");    // nullptr for an unknown kind
 #ifndef GPSEL_JOBS_JOB_KIND_H_
@@ -40,18 +42,41 @@
 
 namespace gpsel {
 
+// What a running job may do besides computing: hand parts of its work to the job store as
+// tasks (store/job_store.h "Tasks") that any worker of any replica may run — each a job of
+// another registered kind, run by that kind's `execute` — and wait for their results. The
+// JobRunner gives each job it runs one (jobs/job_runner.cc).
+class JobTasks {
+ public:
+  virtual ~JobTasks() = default;
+
+  // Runs one task of kind `kind` per request, stored as batch `batch` of this job, and returns
+  // their results in request order. The batch is stored once: when the job is run again after
+  // its worker died, the same call finds the tasks made before, with the results of those that
+  // finished, so only the unfinished ones run (again). So the requests must depend only on the
+  // job's own request. While it waits, this worker runs tasks of the batch itself; `progress`
+  // receives the tasks' mean progress and, through its answer, cancellation, which cancels the
+  // unfinished tasks. Errors: the first failed task's, naming it; CANCELLED when a task was
+  // cancelled; the progress callback's; the store's.
+  virtual absl::StatusOr<std::vector<std::string>> Run(std::string_view batch,
+                                                       std::string_view kind,
+                                                       const std::vector<std::string>& requests,
+                                                       const ProgressCallback& progress) = 0;
+};
+
 struct JobKind {
   // The kind as stored in Job::kind and shown in gpsel.v1.Job.kind and the job metrics' `kind`
   // label. Non-empty; unique within a registry.
   std::string name;
 
-  // Required. Runs a stored request (the bytes the service submitted) and returns the result
-  // bytes that the store publishes. Called on a job worker thread, possibly concurrently for
-  // several jobs. Must call `progress` now and then and, once it returns non-OK (cancellation
-  // requested, lease lost, server stopping), stop soon and return that status. Any other error
-  // is stored on the job as its failure.
+  // Required. Runs a stored request (the bytes the service submitted, or a job's task) and
+  // returns the result bytes that the store publishes. Called on a job worker thread, possibly
+  // concurrently for several jobs. Must call `progress` now and then and, once it returns non-OK
+  // (cancellation requested, lease lost, server stopping), stop soon and return that status. Any
+  // other error is stored on the job as its failure. `tasks` splits the work into tasks (a task
+  // cannot have tasks of its own: its Run fails with FAILED_PRECONDITION).
   std::function<absl::StatusOr<std::string>(std::string_view request,
-                                            const ProgressCallback& progress)>
+                                            const ProgressCallback& progress, JobTasks& tasks)>
       execute;
 
   // Optional. Sets the kind's descriptive fields of the resource from the stored request, for a

@@ -20,7 +20,123 @@ std::string DefaultWorkerPrefix() {
   return absl::StrCat(host[0] ? host : "gpsel", "-", getpid());
 }
 
+// The store's status of a task that did not succeed, as the job's error: the task's own code,
+// with its message naming it.
+absl::Status TaskError(const Job& task) {
+  absl::StatusCode code = task.error_code == 0 ? absl::StatusCode::kUnknown
+                                               : static_cast<absl::StatusCode>(task.error_code);
+  // A task abandoned after max_attempts carries ABORTED, which from the job's executor would
+  // read as "this worker lost the job's lease" and leave the job to be re-run for nothing.
+  if (code == absl::StatusCode::kAborted) code = absl::StatusCode::kInternal;
+  return absl::Status(code, absl::StrCat("task ", task.task_index, " of batch '", task.task_batch,
+                                         "' (", task.kind, ", ", task.id, "): ",
+                                         task.error_message));
+}
+
 }  // namespace
+
+// JobTasks for one job run by one worker of this runner.
+class JobRunner::Tasks final : public JobTasks {
+ public:
+  Tasks(JobRunner* runner, const Job& job, const std::string& worker_id)
+      : runner_(runner), job_(job), worker_id_(worker_id) {}
+
+  absl::StatusOr<std::vector<std::string>> Run(std::string_view batch, std::string_view kind,
+                                               const std::vector<std::string>& requests,
+                                               const ProgressCallback& progress) override {
+    if (job_.is_task()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", job_.id, " cannot split its work into tasks"));
+    }
+    JobStore* store = runner_->store_;
+    absl::StatusOr<std::vector<Job>> submitted =
+        store->SubmitTasks(job_.id, batch, kind, requests);
+    if (!submitted.ok()) return submitted.status();
+    const int n = static_cast<int>(requests.size());
+    std::vector<double> fractions(n, 0.0);
+    // The tasks' mean progress, told to the job's callback, whose answer stops the waiting.
+    auto report = [&](std::string_view message) -> absl::Status {
+      if (!progress) return absl::OkStatus();
+      Progress p;
+      p.stage = "tasks";
+      double sum = 0.0;
+      for (double f : fractions) sum += f;
+      p.fraction = sum / n;
+      p.message = std::string(message);
+      return progress(p);
+    };
+    while (true) {
+      absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(job_.id, batch, false);
+      if (!tasks.ok()) {
+        if (!absl::IsUnavailable(tasks.status())) return tasks.status();
+        // The store is briefly unreachable: the heartbeat decides whether the job is lost.
+        if (absl::Status s = report("waiting for the job store"); !s.ok()) return s;
+        runner_->IdleWait();
+        continue;
+      }
+      if (static_cast<int>(tasks->size()) != n) {
+        return absl::InternalError(absl::StrCat("job ", job_.id, ": batch '", std::string(batch),
+                                                "' has ", tasks->size(), " tasks, not ", n));
+      }
+      int succeeded = 0, running = 0;
+      for (const Job& task : *tasks) {
+        if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
+          CancelUnfinished(*tasks);
+          return TaskError(task);
+        }
+        succeeded += task.state == JobState::kSucceeded;
+        running += task.state == JobState::kRunning;
+        fractions[task.task_index] = task.state == JobState::kSucceeded ? 1.0 : task.progress;
+      }
+      if (succeeded == n) break;
+      const std::string message = absl::StrCat(std::string(batch), ": ", succeeded, " of ", n,
+                                               " tasks done, ", running, " running");
+      if (absl::Status s = report(message); !s.ok()) {
+        CancelUnfinished(*tasks);
+        return s;
+      }
+      absl::StatusOr<std::optional<Job>> mine =
+          store->ClaimTask(job_.id, worker_id_, runner_->options_.lease);
+      if (mine.ok() && mine->has_value()) {
+        // Run it here; its progress counts towards the job's, and the job's cancellation (or
+        // lost lease, or shutdown) stops it.
+        const int index = (*mine)->task_index;
+        const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
+          if (p.poll_only || index < 0 || index >= n) return report(message);
+          fractions[index] = std::max(fractions[index], p.fraction);
+          return report(absl::StrCat(message, "; this worker: task ", index, ": ",
+                                     p.message.empty() ? p.stage : p.message));
+        };
+        runner_->RunOne(worker_id_, **mine, outer);
+        continue;
+      }
+      if (!mine.ok() && !absl::IsUnavailable(mine.status())) return mine.status();
+      runner_->IdleWait();  // the rest run elsewhere
+    }
+    absl::StatusOr<std::vector<Job>> done = store->ListTasks(job_.id, batch, true);
+    if (!done.ok()) return done.status();
+    std::vector<std::string> results;
+    results.reserve(n);
+    for (Job& task : *done) {
+      // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
+      if (task.state != JobState::kSucceeded) return TaskError(task);
+      results.push_back(std::move(task.result));
+    }
+    return results;
+  }
+
+ private:
+  // Best effort: the store also stops a task whose job has ended (Heartbeat, Claim).
+  void CancelUnfinished(const std::vector<Job>& tasks) {
+    for (const Job& task : tasks) {
+      if (!IsTerminal(task.state)) runner_->store_->RequestCancel(task.id).status().IgnoreError();
+    }
+  }
+
+  JobRunner* runner_;
+  const Job& job_;
+  const std::string& worker_id_;
+};
 
 JobRunner::JobRunner(JobStore* store, std::shared_ptr<const JobKindRegistry> kinds,
                      JobRunnerOptions options, ServiceMetrics* metrics)
@@ -68,14 +184,19 @@ void JobRunner::WorkerLoop(const std::string& worker_id) {
     if (!claimed.ok()) {
       std::cerr << "gpsel-server: claiming a job: " << claimed.status() << "\n";
     }
-    std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.poll_interval),
-                   [this] { return stopping_.load() || wake_tokens_ > 0; });
-    if (wake_tokens_ > 0) --wake_tokens_;
+    IdleWait();
   }
 }
 
-void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
+void JobRunner::IdleWait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.poll_interval),
+                 [this] { return stopping_.load() || wake_tokens_ > 0; });
+  if (wake_tokens_ > 0) --wake_tokens_;
+}
+
+void JobRunner::RunOne(const std::string& worker_id, const Job& job,
+                       const ProgressCallback& outer) {
   const auto start = std::chrono::steady_clock::now();
   running_.fetch_add(1);
   if (metrics_) metrics_->JobStarted(job.kind);
@@ -123,8 +244,9 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
     if (stopping_.load()) return absl::UnavailableError("server shutting down");
     if (shared.lost_lease.load()) return absl::AbortedError("job lease lost");
     if (shared.cancel_requested.load()) return absl::CancelledError("job cancelled");
-    return absl::OkStatus();
+    return outer ? outer(p) : absl::OkStatus();
   };
+  Tasks tasks(this, job, worker_id);
 
   absl::StatusOr<std::string> result;
   const JobKind* kind = kinds_ != nullptr ? kinds_->Find(job.kind) : nullptr;
@@ -140,7 +262,7 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
     // std::bad_alloc fails this job (its allocations unwind with it), not the process with
     // every other job and call on it. Permanent: the same request would run out again.
     try {
-      result = kind->execute(job.request, progress);
+      result = kind->execute(job.request, progress, tasks);
     } catch (const std::bad_alloc&) {
       result = absl::ResourceExhaustedError(
           "the server ran out of memory for this job; submit it with fewer likelihood calls or "
@@ -181,7 +303,6 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job) {
         job.kind, outcome,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  (void)worker_id;
 }
 
 }  // namespace gpsel

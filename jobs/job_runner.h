@@ -12,6 +12,11 @@
 // (Stop(): the job goes back to QUEUED); lost_lease (another worker owns the job: nothing is
 // published). Tested by tests/jobs/job_runner_test.cc.
 //
+// Tasks: every job gets a JobTasks (jobs/job_kind.h) to split its work into tasks in the store.
+// Claim hands tasks out before jobs, so idle workers of every replica pick them up; the worker
+// of the job itself runs its tasks too while it waits (ClaimTask), so a job never waits on
+// workers that are all busy with jobs that wait in turn.
+//
 //   auto kinds = std::make_shared<gpsel::JobKindRegistry>();
 //   gpsel::RegisterEvidenceJobKind(kinds.get(), limits);
 //   gpsel::JobRunner runner(store, kinds, options, &metrics);
@@ -60,8 +65,15 @@ class JobRunner {
   int running() const { return running_.load(); }
 
  private:
+  class Tasks;
+
   void WorkerLoop(const std::string& worker_id);
-  void RunOne(const std::string& worker_id, const Job& job);
+  // Runs a claimed job or task and publishes its outcome. `outer` (for a task run by the worker
+  // of its job) hears the task's progress and can stop it with its answer.
+  void RunOne(const std::string& worker_id, const Job& job,
+              const ProgressCallback& outer = nullptr);
+  // Waits up to the poll interval, or less when stopping or woken.
+  void IdleWait();
 
   JobStore* store_;
   std::shared_ptr<const JobKindRegistry> kinds_;

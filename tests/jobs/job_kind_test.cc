@@ -4,6 +4,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gpsel/v1/model_selection.pb.h"
@@ -20,10 +21,20 @@ using ::testing::IsEmpty;
 JobKind ConstantKind(std::string name, std::string reply) {
   JobKind kind;
   kind.name = std::move(name);
-  kind.execute = [reply](std::string_view, const ProgressCallback&)
+  kind.execute = [reply](std::string_view, const ProgressCallback&, JobTasks&)
       -> absl::StatusOr<std::string> { return reply; };
   return kind;
 }
+
+// Outside a JobRunner there is no store to put tasks in.
+class NoTasks final : public JobTasks {
+ public:
+  absl::StatusOr<std::vector<std::string>> Run(std::string_view, std::string_view,
+                                               const std::vector<std::string>&,
+                                               const ProgressCallback&) override {
+    return absl::UnimplementedError("no job store in this test");
+  }
+};
 
 TEST(JobKindRegistryTest, RegisteredKindsAreFoundByName) {
   JobKindRegistry kinds;
@@ -32,7 +43,8 @@ TEST(JobKindRegistryTest, RegisteredKindsAreFoundByName) {
   const JobKind* score = kinds.Find("score");
   ASSERT_NE(score, nullptr);
   EXPECT_EQ(score->name, "score");
-  absl::StatusOr<std::string> result = score->execute("request", nullptr);
+  NoTasks no_tasks;
+  absl::StatusOr<std::string> result = score->execute("request", nullptr, no_tasks);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(*result, "s");
   EXPECT_EQ(kinds.Find("search"), nullptr);
@@ -48,7 +60,8 @@ TEST(JobKindRegistryTest, DuplicateNameIsAlreadyExistsAndTheFirstStays) {
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
   EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("'evidence'"));
   ASSERT_NE(kinds.Find("evidence"), nullptr);
-  EXPECT_EQ(*kinds.Find("evidence")->execute("", nullptr), "first");
+  NoTasks no_tasks;
+  EXPECT_EQ(*kinds.Find("evidence")->execute("", nullptr, no_tasks), "first");
   EXPECT_THAT(kinds.names(), ElementsAre("evidence"));
 }
 
@@ -68,7 +81,7 @@ TEST(EvidenceJobKindTest, RegistersOnce) {
   ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
   EXPECT_EQ(RegisterEvidenceJobKind(&kinds, ServiceLimits()).code(),
             absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(kinds.names(), ElementsAre(kEvidenceJobKind));
+  EXPECT_THAT(kinds.names(), ElementsAre(kEvidenceJobKind, kEvidenceRunJobKind));
   EXPECT_EQ(RegisterEvidenceJobKind(nullptr, ServiceLimits()).code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -76,9 +89,12 @@ TEST(EvidenceJobKindTest, RegistersOnce) {
 TEST(EvidenceJobKindTest, ExecuteRejectsBytesThatDoNotParse) {
   JobKindRegistry kinds;
   ASSERT_TRUE(RegisterEvidenceJobKind(&kinds, ServiceLimits()).ok());
-  absl::StatusOr<std::string> result =
-      kinds.Find(kEvidenceJobKind)->execute(std::string("\xff\xff\xff", 3), nullptr);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << result.status();
+  NoTasks no_tasks;
+  for (const char* kind : {kEvidenceJobKind, kEvidenceRunJobKind}) {
+    absl::StatusOr<std::string> result =
+        kinds.Find(kind)->execute(std::string("\xff\xff\xff", 3), nullptr, no_tasks);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << kind << result.status();
+  }
 }
 
 // The kind's hooks decide the kind-specific fields: the kernel from the request in any state,

@@ -1,8 +1,9 @@
 // JobRunner (jobs/job_runner.h) on a real job store — a SQLite file in a temp directory, and
 // PostgreSQL when GPSEL_TEST_POSTGRES_URL is set (scripts/start-test-postgres.sh) — with test
-// job kinds: "echo" returns its request, "fail" returns an error, "wait" reports progress until
-// the test opens its gate (or the progress callback says stop). Tests wait by polling the store
-// with a deadline, not by sleeping.
+// job kinds: "echo" returns its request, "slow" the same after 100 ms, "fail" returns an error,
+// "wait" reports progress until the test opens its gate (or the progress callback says stop),
+// and "split" ("KIND|a,b,c") runs a, b and c as tasks of kind KIND and joins their results.
+// Tests wait by polling the store with a deadline, not by sleeping.
 #include "jobs/job_runner.h"
 
 #include <atomic>
@@ -13,8 +14,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -73,30 +77,51 @@ class JobRunnerTest : public ::testing::TestWithParam<Backend> {
     return store.ok() ? std::move(*store) : nullptr;
   }
 
-  std::shared_ptr<JobKindRegistry> MakeKinds(std::shared_ptr<Gate> gate) {
+  // `runner` tags the echo executions of the runners given these kinds.
+  std::shared_ptr<JobKindRegistry> MakeKinds(std::shared_ptr<Gate> gate,
+                                             const std::string& runner = "a") {
     auto kinds = std::make_shared<JobKindRegistry>();
-    JobKind echo;
-    echo.name = "echo";
-    echo.execute = [this](std::string_view request,
-                          const ProgressCallback&) -> absl::StatusOr<std::string> {
-      std::lock_guard<std::mutex> lock(echo_mutex_);
-      ++echo_calls_[std::string(request)];
-      return absl::StrCat("echo:", std::string(request));
+    for (const char* name : {"echo", "slow"}) {
+      JobKind echo;
+      echo.name = name;
+      const bool slow = std::string(name) == "slow";
+      echo.execute = [this, slow, runner](std::string_view request, const ProgressCallback&,
+                                          JobTasks&) -> absl::StatusOr<std::string> {
+        if (slow) absl::SleepFor(absl::Milliseconds(100));
+        std::lock_guard<std::mutex> lock(echo_mutex_);
+        ++echo_calls_[std::string(request)];
+        ++echo_runners_[runner];
+        return absl::StrCat("echo:", std::string(request));
+      };
+      EXPECT_TRUE(kinds->Register(std::move(echo)).ok());
+    }
+
+    JobKind split;
+    split.name = "split";
+    split.execute = [](std::string_view request, const ProgressCallback& progress,
+                       JobTasks& tasks) -> absl::StatusOr<std::string> {
+      const std::vector<std::string> kind_and_parts =
+          absl::StrSplit(absl::string_view(request.data(), request.size()), '|');
+      absl::StatusOr<std::vector<std::string>> results =
+          tasks.Run("parts", kind_and_parts.at(0), absl::StrSplit(kind_and_parts.at(1), ','),
+                    progress);
+      if (!results.ok()) return results.status();
+      return absl::StrJoin(*results, "+");
     };
-    EXPECT_TRUE(kinds->Register(std::move(echo)).ok());
+    EXPECT_TRUE(kinds->Register(std::move(split)).ok());
 
     JobKind fail;
     fail.name = "fail";
-    fail.execute = [](std::string_view request,
-                      const ProgressCallback&) -> absl::StatusOr<std::string> {
+    fail.execute = [](std::string_view request, const ProgressCallback&,
+                      JobTasks&) -> absl::StatusOr<std::string> {
       return absl::FailedPreconditionError(absl::StrCat("bad input: ", std::string(request)));
     };
     EXPECT_TRUE(kinds->Register(std::move(fail)).ok());
 
     JobKind wait;
     wait.name = "wait";
-    wait.execute = [gate](std::string_view,
-                          const ProgressCallback& progress) -> absl::StatusOr<std::string> {
+    wait.execute = [gate](std::string_view, const ProgressCallback& progress,
+                          JobTasks&) -> absl::StatusOr<std::string> {
       gate->entered.fetch_add(1);
       Progress p;
       p.stage = "waiting";
@@ -174,7 +199,8 @@ class JobRunnerTest : public ::testing::TestWithParam<Backend> {
   std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::shared_ptr<JobKindRegistry> kinds_;
   std::mutex echo_mutex_;
-  std::map<std::string, int> echo_calls_;  // request -> executions
+  std::map<std::string, int> echo_calls_;    // request -> executions
+  std::map<std::string, int> echo_runners_;  // runner tag -> executions
 };
 
 TEST_P(JobRunnerTest, EachSubmittedJobRunsOnceAndItsResultIsPublished) {
@@ -218,7 +244,7 @@ TEST_P(JobRunnerTest, AJobOfAnUnknownKindFailsWithAClearError) {
   EXPECT_EQ(done.state, JobState::kFailed);
   EXPECT_EQ(done.error_code, static_cast<int>(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(done.error_message, HasSubstr("job kind 'mystery' is not registered"));
-  EXPECT_THAT(done.error_message, HasSubstr("echo, fail, wait"));  // the kinds it knows
+  EXPECT_THAT(done.error_message, HasSubstr("echo, fail, slow, split, wait"));  // known kinds
   EXPECT_EQ(done.attempts, 1);
   // The runner goes on with known kinds.
   const Job next = Submit("echo", "after");
@@ -296,6 +322,103 @@ TEST_P(JobRunnerTest, ProgressReportedByTheExecutorReachesTheStore) {
   EXPECT_EQ(done.state, JobState::kSucceeded) << done.error_message;
   EXPECT_EQ(done.result, "opened");
   EXPECT_TRUE(gate_->StoppedWith().ok()) << gate_->StoppedWith();
+}
+
+// ---- Jobs split into tasks (JobTasks) ----
+
+TEST_P(JobRunnerTest, ASplitJobsTasksRunOnceEachAcrossRunnersAndItsResultIsInOrder) {
+  std::unique_ptr<JobStore> other_store = Open();
+  ASSERT_NE(other_store, nullptr);
+  std::unique_ptr<JobRunner> a = StartRunner(store_.get(), kinds_, "runner-a");
+  std::unique_ptr<JobRunner> b = StartRunner(other_store.get(), MakeKinds(gate_, "b"), "runner-b");
+  const Job job = Submit("split", "slow|t0,t1,t2,t3,t4,t5");
+  a->Wake();
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_EQ(done.state, JobState::kSucceeded) << done.error_message;
+  EXPECT_EQ(done.result, "echo:t0+echo:t1+echo:t2+echo:t3+echo:t4+echo:t5");
+  EXPECT_EQ(done.attempts, 1);
+  a->Stop();
+  b->Stop();
+  absl::StatusOr<std::vector<Job>> tasks = store_->ListTasks(job.id, "parts", false);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 6u);
+  for (const Job& task : *tasks) {
+    EXPECT_EQ(task.state, JobState::kSucceeded);
+    EXPECT_EQ(task.attempts, 1);
+  }
+  std::lock_guard<std::mutex> lock(echo_mutex_);
+  ASSERT_EQ(echo_calls_.size(), 6u);
+  for (const auto& [request, calls] : echo_calls_) EXPECT_EQ(calls, 1) << request;
+  // The job's own runner helped, and the idle one took tasks too.
+  EXPECT_GT(echo_runners_["a"], 0);
+  EXPECT_GT(echo_runners_["b"], 0);
+}
+
+TEST_P(JobRunnerTest, AFailedTaskFailsItsJobNamingTheTask) {
+  std::unique_ptr<JobRunner> runner = StartRunner(store_.get(), kinds_, "runner-a");
+  const Job job = Submit("split", "fail|x,y");
+  runner->Wake();
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_EQ(done.state, JobState::kFailed);
+  EXPECT_EQ(done.error_code, static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(done.error_message, HasSubstr("task 0 of batch 'parts'"));
+  EXPECT_THAT(done.error_message, HasSubstr("bad input: x"));
+  EXPECT_EQ(done.attempts, 1);
+  runner->Stop();
+  // The other task was cancelled, or never started.
+  absl::StatusOr<std::vector<Job>> tasks = store_->ListTasks(job.id, "parts", false);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 2u);
+  EXPECT_TRUE(IsTerminal((*tasks)[1].state));
+  EXPECT_NE((*tasks)[1].state, JobState::kSucceeded);
+}
+
+TEST_P(JobRunnerTest, CancellingASplitJobStopsItsRunningTaskAndCancelsTheRest) {
+  std::unique_ptr<JobRunner> runner = StartRunner(store_.get(), kinds_, "runner-a");
+  const Job job = Submit("split", "wait|a,b");
+  runner->Wake();
+  // The job's worker runs task 0 itself, in the wait executor.
+  WaitFor(job.id, [&](const Job& j) { return j.state == JobState::kRunning && gate_->entered >= 1; },
+          "running its first task");
+  const absl::Time asked = absl::Now();
+  ASSERT_TRUE(store_->RequestCancel(job.id).ok());
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_LT(absl::Now() - asked, kLease * 4);
+  EXPECT_EQ(done.state, JobState::kCancelled) << done.error_message;
+  EXPECT_EQ(done.error_code, static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_EQ(gate_->StoppedWith().code(), absl::StatusCode::kCancelled) << gate_->StoppedWith();
+  runner->Stop();
+  absl::StatusOr<std::vector<Job>> tasks = store_->ListTasks(job.id, "parts", false);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 2u);
+  for (const Job& task : *tasks) EXPECT_EQ(task.state, JobState::kCancelled);
+  EXPECT_EQ(gate_->entered.load(), 1);  // task 1 never started
+}
+
+TEST_P(JobRunnerTest, ARerunSplitJobKeepsItsFinishedTasksAndRunsOnlyTheRest) {
+  // A first attempt of the job made its tasks, finished task 0, and its server went away
+  // (here: by hand, through the store).
+  const Job job = Submit("split", "echo|t0,t1");
+  absl::StatusOr<std::optional<Job>> first = store_->Claim("gone-w0", absl::Seconds(60));
+  ASSERT_TRUE(first.ok() && first->has_value());
+  absl::StatusOr<std::vector<Job>> tasks =
+      store_->SubmitTasks(job.id, "parts", "echo", {"t0", "t1"});
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  absl::StatusOr<std::optional<Job>> t0 = store_->ClaimTask(job.id, "gone-w0", absl::Seconds(60));
+  ASSERT_TRUE(t0.ok() && t0->has_value());
+  ASSERT_TRUE(store_->Complete((*t0)->id, (*t0)->attempts, "done before").ok());
+  ASSERT_TRUE(store_->ReleaseLeases("gone-w0").ok());
+
+  std::unique_ptr<JobRunner> runner = StartRunner(store_.get(), kinds_, "runner-a");
+  runner->Wake();
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_EQ(done.state, JobState::kSucceeded) << done.error_message;
+  EXPECT_EQ(done.result, "done before+echo:t1");
+  EXPECT_EQ(done.attempts, 2);
+  runner->Stop();
+  std::lock_guard<std::mutex> lock(echo_mutex_);
+  EXPECT_EQ(echo_calls_.count("t0"), 0u);
+  EXPECT_EQ(echo_calls_["t1"], 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobRunnerTest,
