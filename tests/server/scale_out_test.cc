@@ -2,6 +2,10 @@
 //   * kill -9 of the server that holds a running evidence job: the other server takes the job
 //     over once the lease expires and finishes it, once, with the result an uninterrupted run
 //     gives; jobs queued around the kill are neither lost nor duplicated.
+//   * an evidence job of four nested-sampling runs: its runs (tasks) spread over both servers;
+//     kill -9 of the server holding the job and one of its runs: the other server runs what was
+//     lost again, re-runs the job, which finds its finished runs, and the merged result is the
+//     in-process one, bit for bit, with every run counted once.
 //   * concurrent submitters sending the same idempotency keys to both servers: one job per key.
 // The shared queue is PostgreSQL (GPSEL_TEST_POSTGRES_URL; skipped when unset, like the job
 // store suite) and, since several processes on one host may share it too, a SQLite file.
@@ -298,6 +302,114 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   // The survivor never tried to publish without the lease (a live worker's lease must hold).
   EXPECT_FALSE(absl::StrContains(ServerLog(survivor), "no longer holds the lease"))
       << ServerLog(survivor);
+}
+
+// Which of `servers` a lease owner ("HOST-PID-wN") belongs to; -1 for none.
+int OwnerIndex(const std::string& owner, ServerProcess* const* servers, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (absl::StrContains(owner, absl::StrCat("-", servers[i]->pid(), "-w"))) return i;
+  }
+  return -1;
+}
+
+TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
+  ServerProcess* servers[2] = {StartServer(0, 1), StartServer(1, 1)};
+  ASSERT_GT(servers[0]->port(), 0);
+  ASSERT_GT(servers[1]->port(), 0);
+  std::unique_ptr<Client> clients[2] = {Connect(servers[0]->port()), Connect(servers[1]->port())};
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(store_url_);
+  ASSERT_TRUE(store.ok()) << store.status();
+
+  // Four runs of about two seconds each alone on this machine.
+  constexpr int kRuns = 4;
+  v1::SubmitEvidenceRequest request;
+  bridge::ToProto(MaunaLoa(240), request.mutable_dataset());
+  request.set_kernel("C*SE");
+  request.set_request_id("scale-out-runs");
+  request.mutable_options()->set_live_points(200);
+  request.mutable_options()->set_dlogz(0.1);
+  request.mutable_options()->set_seed(11);
+  request.mutable_options()->set_runs(kRuns);
+  absl::StatusOr<v1::SubmitEvidenceResponse> submitted = clients[0]->SubmitEvidence(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string name = submitted->job().name();
+  const std::string id = std::string(absl::StripPrefix(name, "jobs/"));
+
+  // Both servers work on the job's runs at once: the job's own worker runs one, the other
+  // server's worker another.
+  Job job;
+  std::vector<Job> tasks;
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  bool both_busy = false;
+  while (!both_busy && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    absl::StatusOr<Job> read = (*store)->GetJob(id);
+    ASSERT_TRUE(read.ok()) << read.status();
+    job = *read;
+    absl::StatusOr<std::vector<Job>> listed =
+        (*store)->ListTasks(id, kNestedRunsBatch, /*with_payloads=*/false);
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    tasks = *listed;
+    std::set<int> busy;
+    for (const Job& task : tasks) {
+      if (task.state == JobState::kRunning) busy.insert(OwnerIndex(task.lease_owner, servers, 2));
+    }
+    both_busy = busy.count(0) && busy.count(1);
+  }
+  ASSERT_TRUE(both_busy) << "the runs never ran on both servers at once; job "
+                         << JobStateName(job.state) << ", " << tasks.size() << " tasks";
+  ASSERT_EQ(tasks.size(), static_cast<size_t>(kRuns));
+  ASSERT_EQ(job.state, JobState::kRunning);
+  const int victim = OwnerIndex(job.lease_owner, servers, 2);
+  ASSERT_NE(victim, -1) << job.lease_owner;
+  const int survivor = 1 - victim;
+  std::set<std::string> victims_tasks;
+  for (const Job& task : tasks) {
+    if (task.state == JobState::kRunning && OwnerIndex(task.lease_owner, servers, 2) == victim) {
+      victims_tasks.insert(task.id);
+    }
+  }
+  ASSERT_FALSE(victims_tasks.empty());
+  servers[victim]->Kill(SIGKILL);
+
+  // The survivor finishes everything: the lost run again, the job again after its lease ran out.
+  absl::StatusOr<v1::Job> done = clients[survivor]->WaitJob(name, nullptr, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
+  EXPECT_GE(done->attempts(), 2);
+
+  // The merged result is the one this process computes with all runs in-process.
+  absl::StatusOr<std::string> reference =
+      RunEvidenceJob(request.SerializeAsString(), ServiceLimits(), nullptr);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  v1::EvidenceResult expected;
+  ASSERT_TRUE(expected.ParseFromString(*reference));
+  const v1::EvidenceResult& got = done->evidence_result();
+  EXPECT_EQ(got.log_evidence(), expected.log_evidence());
+  EXPECT_EQ(got.log_evidence_error(), expected.log_evidence_error());
+  EXPECT_EQ(got.log_evidence_error_spread(), expected.log_evidence_error_spread());
+  EXPECT_EQ(got.likelihood_calls(), expected.likelihood_calls());
+  // Every run counted once: four runs, the four seeds of the job.
+  ASSERT_EQ(got.runs_size(), kRuns);
+  std::set<uint64_t> seeds;
+  for (const v1::NestedSamplingRun& run : got.runs()) seeds.insert(run.seed());
+  std::set<uint64_t> expected_seeds;
+  for (int k = 0; k < kRuns; ++k) expected_seeds.insert(NestedSamplingRunSeed(11, k));
+  EXPECT_EQ(seeds, expected_seeds);
+
+  // In the store: four tasks, each finished once; those the victim held were run again.
+  absl::StatusOr<std::vector<Job>> after =
+      (*store)->ListTasks(id, kNestedRunsBatch, /*with_payloads=*/false);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), static_cast<size_t>(kRuns));
+  for (const Job& task : *after) {
+    EXPECT_EQ(task.state, JobState::kSucceeded) << task.id;
+    EXPECT_EQ(task.attempts, victims_tasks.count(task.id) ? 2 : 1) << task.id;
+  }
+  // Tasks are not jobs: the queue shows the one job.
+  std::vector<v1::Job> jobs = AllJobs(*clients[survivor]);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].name(), name);
 }
 
 TEST_P(ScaleOutTest, ConcurrentSubmittersGetOneJobPerIdempotencyKey) {
