@@ -172,7 +172,8 @@ CommandRunner SetupEvidence(CLI::App& sub) {
                  "sampling runs (default 0 = one per core; the result does not depend on N)");
   sub.add_option("--runs", flags->runs,
                  "nested sampling: K independent runs, merged (error about sqrt(K) smaller; "
-                 "their spread is reported too)")
+                 "their spread is reported too); with --server each run is a task that any "
+                 "replica sharing the job store may take")
       ->capture_default_str();
   sub.add_option("--target-error", flags->target_error,
                  "importance sampling: stop at this standard error of log Z (nats)")
