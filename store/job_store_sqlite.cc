@@ -639,8 +639,9 @@ class SqliteJobStore final : public JobStore {
     std::optional<Job> job;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       const int64_t now = NowMicros();
-      {
-        absl::StatusOr<Statement> st = Prepare(kCancelQueued);
+      // The job, then its tasks: queued ones are cancelled, running ones flagged.
+      for (const char* sql : {kCancelQueued, kCancelQueuedTasks}) {
+        absl::StatusOr<Statement> st = Prepare(sql);
         if (!st.ok()) return st.status();
         st->BindText(1, id);
         st->BindInt64(2, now);
@@ -648,24 +649,8 @@ class SqliteJobStore final : public JobStore {
         st->BindText(4, jsi::kCancelledMessage);
         if (absl::Status s = st->Run(); !s.ok()) return s;
       }
-      {
-        absl::StatusOr<Statement> st = Prepare(kCancelRunning);
-        if (!st.ok()) return st.status();
-        st->BindText(1, id);
-        st->BindInt64(2, now);
-        if (absl::Status s = st->Run(); !s.ok()) return s;
-      }
-      {
-        absl::StatusOr<Statement> st = Prepare(kCancelQueuedTasks);
-        if (!st.ok()) return st.status();
-        st->BindText(1, id);
-        st->BindInt64(2, now);
-        st->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
-        st->BindText(4, jsi::kCancelledMessage);
-        if (absl::Status s = st->Run(); !s.ok()) return s;
-      }
-      {
-        absl::StatusOr<Statement> st = Prepare(kCancelRunningTasks);
+      for (const char* sql : {kCancelRunning, kCancelRunningTasks}) {
+        absl::StatusOr<Statement> st = Prepare(sql);
         if (!st.ok()) return st.status();
         st->BindText(1, id);
         st->BindInt64(2, now);

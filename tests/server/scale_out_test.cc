@@ -84,6 +84,14 @@ v1::SubmitEvidenceRequest ShortRequest(const std::string& key, int seed) {
   return request;
 }
 
+// Which of `servers` a lease owner ("HOST-PID-wN") belongs to; -1 for none.
+int OwnerIndex(const std::string& owner, ServerProcess* const* servers, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (absl::StrContains(owner, absl::StrCat("-", servers[i]->pid(), "-w"))) return i;
+  }
+  return -1;
+}
+
 class ScaleOutTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
@@ -302,14 +310,6 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   // The survivor never tried to publish without the lease (a live worker's lease must hold).
   EXPECT_FALSE(absl::StrContains(ServerLog(survivor), "no longer holds the lease"))
       << ServerLog(survivor);
-}
-
-// Which of `servers` a lease owner ("HOST-PID-wN") belongs to; -1 for none.
-int OwnerIndex(const std::string& owner, ServerProcess* const* servers, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (absl::StrContains(owner, absl::StrCat("-", servers[i]->pid(), "-w"))) return i;
-  }
-  return -1;
 }
 
 TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
