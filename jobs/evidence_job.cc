@@ -1,6 +1,7 @@
 // The evidence job kind; see evidence_job.h.
 #include "jobs/evidence_job.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -48,9 +49,11 @@ absl::StatusOr<std::string> RunEvidenceJob(std::string_view request_bytes,
   if (tasks != nullptr) {
     valid->options.run_nested_runs = [&](int num_runs, const ProgressCallback& runs_progress)
         -> absl::StatusOr<std::vector<NestedSamplingResult>> {
+      // The job's threads run its runs here while no other replica takes them, as the runs
+      // of an in-process evidence would.
       absl::StatusOr<std::vector<std::string>> results = tasks->Run(
           kNestedRunsBatch, kEvidenceRunJobKind, NestedRunRequests(request, num_runs),
-          runs_progress);
+          std::max(1, valid->options.sampling.threads), runs_progress);
       if (!results.ok()) return results.status();
       std::vector<NestedSamplingResult> runs;
       for (size_t k = 0; k < results->size(); ++k) {

@@ -54,13 +54,15 @@ class JobTasks {
   // their results in request order. The batch is stored once: when the job is run again after
   // its worker died, the same call finds the tasks made before, with the results of those that
   // finished, so only the unfinished ones run (again). So the requests must depend only on the
-  // job's own request. While it waits, this worker runs tasks of the batch itself; `progress`
-  // receives the tasks' mean progress and, through its answer, cancellation, which cancels the
-  // unfinished tasks. Errors: the first failed task's, naming it; CANCELLED when a task was
-  // cancelled; the progress callback's; the store's.
+  // job's own request. While it waits, this worker runs tasks of the batch itself, up to
+  // `local_parallelism` (≥ 1) at once, each on a thread of its own (so the job's threads serve
+  // its tasks when no other replica is idle). `progress` receives the tasks' mean progress and,
+  // through its answer, cancellation. Errors: the first failed task's, naming it (the others are
+  // then cancelled); CANCELLED when a task was cancelled; the progress callback's; the store's.
   virtual absl::StatusOr<std::vector<std::string>> Run(std::string_view batch,
                                                        std::string_view kind,
                                                        const std::vector<std::string>& requests,
+                                                       int local_parallelism,
                                                        const ProgressCallback& progress) = 0;
 };
 

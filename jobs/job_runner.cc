@@ -43,83 +43,142 @@ class JobRunner::Tasks final : public JobTasks {
 
   absl::StatusOr<std::vector<std::string>> Run(std::string_view batch, std::string_view kind,
                                                const std::vector<std::string>& requests,
+                                               int local_parallelism,
                                                const ProgressCallback& progress) override {
     if (job_.is_task()) {
       return absl::FailedPreconditionError(
           absl::StrCat("task ", job_.id, " cannot split its work into tasks"));
+    }
+    if (local_parallelism < 1) {
+      return absl::InvalidArgumentError("local_parallelism: must be at least 1");
     }
     JobStore* store = runner_->store_;
     absl::StatusOr<std::vector<Job>> submitted =
         store->SubmitTasks(job_.id, batch, kind, requests);
     if (!submitted.ok()) return submitted.status();
     const int n = static_cast<int>(requests.size());
-    std::vector<double> fractions(n, 0.0);
+    const std::string batch_name(batch);
+
+    // Shared with the tasks this worker runs, each on a thread of its own.
+    std::mutex mutex;
+    std::condition_variable local_done;
+    std::vector<double> fractions(n, 0.0);  // per task, never decreasing
+    std::string message;                    // the batch's state, from the last listing
+    int local_running = 0;
+    absl::Status abandoned;  // non-OK once the job stops waiting: every local task stops with it
+    std::vector<std::thread> local;
+    struct JoinAll {
+      std::vector<std::thread>& threads;
+      ~JoinAll() {
+        for (std::thread& t : threads) t.join();
+      }
+    } join_all{local};
+
     // The tasks' mean progress, told to the job's callback, whose answer stops the waiting.
-    auto report = [&](std::string_view message) -> absl::Status {
+    // Called with `mutex` held.
+    auto report = [&](const std::string& text) -> absl::Status {
+      if (!abandoned.ok()) return abandoned;
       if (!progress) return absl::OkStatus();
       Progress p;
       p.stage = "tasks";
       double sum = 0.0;
       for (double f : fractions) sum += f;
       p.fraction = sum / n;
-      p.message = std::string(message);
-      return progress(p);
+      p.message = text;
+      abandoned = progress(p);
+      return abandoned;
     };
+    // Returns `status`, the job's error, after telling the local tasks to stop as cancelled (the
+    // job fails: its unfinished tasks have no use). When instead the job's progress callback
+    // says stop, `report` has passed that status to them: cancelled, released at shutdown, or
+    // left to their lease when this worker lost the job.
+    auto stop_waiting = [&](absl::Status status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (abandoned.ok()) {
+        abandoned = absl::CancelledError(
+            absl::StrCat("its job stopped waiting for it: ", std::string(status.message())));
+      }
+      return status;
+    };
+
     while (true) {
       absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(job_.id, batch, false);
       if (!tasks.ok()) {
-        if (!absl::IsUnavailable(tasks.status())) return tasks.status();
+        if (!absl::IsUnavailable(tasks.status())) return stop_waiting(tasks.status());
         // The store is briefly unreachable: the heartbeat decides whether the job is lost.
+        std::lock_guard<std::mutex> lock(mutex);
         if (absl::Status s = report("waiting for the job store"); !s.ok()) return s;
-        runner_->IdleWait();
-        continue;
-      }
-      if (static_cast<int>(tasks->size()) != n) {
-        return absl::InternalError(absl::StrCat("job ", job_.id, ": batch '", std::string(batch),
-                                                "' has ", tasks->size(), " tasks, not ", n));
-      }
-      int succeeded = 0, running = 0;
-      for (const Job& task : *tasks) {
-        if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
-          CancelUnfinished(*tasks);
-          return TaskError(task);
+      } else {
+        if (static_cast<int>(tasks->size()) != n) {
+          return stop_waiting(absl::InternalError(absl::StrCat(
+              "job ", job_.id, ": batch '", batch_name, "' has ", tasks->size(), " tasks, not ", n)));
         }
-        succeeded += task.state == JobState::kSucceeded;
-        running += task.state == JobState::kRunning;
-        fractions[task.task_index] = task.state == JobState::kSucceeded ? 1.0 : task.progress;
+        int succeeded = 0, running = 0;
+        for (const Job& task : *tasks) {
+          if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
+            CancelUnfinished(*tasks);
+            return stop_waiting(TaskError(task));
+          }
+          succeeded += task.state == JobState::kSucceeded;
+          running += task.state == JobState::kRunning;
+        }
+        if (succeeded == n) break;
+        std::lock_guard<std::mutex> lock(mutex);
+        for (const Job& task : *tasks) {
+          double& f = fractions[task.task_index];
+          f = std::max(f, task.state == JobState::kSucceeded ? 1.0 : task.progress);
+        }
+        message = absl::StrCat(batch_name, ": ", succeeded, " of ", n, " tasks done, ", running,
+                               " running");
+        // A cancelled job's tasks were cancelled with it (JobStore::RequestCancel); at shutdown
+        // or with the job's lease lost they carry on elsewhere: nothing to cancel here.
+        if (absl::Status s = report(message); !s.ok()) return s;
       }
-      if (succeeded == n) break;
-      const std::string message = absl::StrCat(std::string(batch), ": ", succeeded, " of ", n,
-                                               " tasks done, ", running, " running");
-      if (absl::Status s = report(message); !s.ok()) {
-        CancelUnfinished(*tasks);
-        return s;
+      // Run tasks here, up to local_parallelism at once; each one's progress counts towards the
+      // job's, and the job's cancellation (or lost lease, or shutdown) stops it.
+      while (true) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (local_running >= local_parallelism) break;
+        }
+        absl::StatusOr<std::optional<Job>> mine =
+            store->ClaimTask(job_.id, worker_id_, runner_->options_.lease);
+        if (!mine.ok() && !absl::IsUnavailable(mine.status())) {
+          return stop_waiting(mine.status());
+        }
+        if (!mine.ok() || !mine->has_value()) break;
+        std::lock_guard<std::mutex> lock(mutex);
+        ++local_running;
+        local.emplace_back([&, task = **mine] {
+          const int index = task.task_index;
+          const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (p.poll_only || index < 0 || index >= n) return report(message);
+            fractions[index] = std::max(fractions[index], p.fraction);
+            return report(absl::StrCat(message, "; here: task ", index, ": ",
+                                       p.message.empty() ? p.stage : p.message));
+          };
+          runner_->RunOne(worker_id_, task, outer);
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            --local_running;
+          }
+          local_done.notify_all();
+        });
       }
-      absl::StatusOr<std::optional<Job>> mine =
-          store->ClaimTask(job_.id, worker_id_, runner_->options_.lease);
-      if (mine.ok() && mine->has_value()) {
-        // Run it here; its progress counts towards the job's, and the job's cancellation (or
-        // lost lease, or shutdown) stops it.
-        const int index = (*mine)->task_index;
-        const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
-          if (p.poll_only || index < 0 || index >= n) return report(message);
-          fractions[index] = std::max(fractions[index], p.fraction);
-          return report(absl::StrCat(message, "; this worker: task ", index, ": ",
-                                     p.message.empty() ? p.stage : p.message));
-        };
-        runner_->RunOne(worker_id_, **mine, outer);
-        continue;
-      }
-      if (!mine.ok() && !absl::IsUnavailable(mine.status())) return mine.status();
-      runner_->IdleWait();  // the rest run elsewhere
+      // Until a local task ends, or the poll interval passes (the rest run elsewhere).
+      std::unique_lock<std::mutex> lock(mutex);
+      const int running_now = local_running;
+      local_done.wait_for(lock, absl::ToChronoMilliseconds(runner_->options_.poll_interval),
+                          [&] { return local_running < running_now || runner_->stopping_.load(); });
     }
     absl::StatusOr<std::vector<Job>> done = store->ListTasks(job_.id, batch, true);
-    if (!done.ok()) return done.status();
+    if (!done.ok()) return stop_waiting(done.status());
     std::vector<std::string> results;
     results.reserve(n);
     for (Job& task : *done) {
       // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
-      if (task.state != JobState::kSucceeded) return TaskError(task);
+      if (task.state != JobState::kSucceeded) return stop_waiting(TaskError(task));
       results.push_back(std::move(task.result));
     }
     return results;

@@ -30,7 +30,7 @@ JobKind ConstantKind(std::string name, std::string reply) {
 class NoTasks final : public JobTasks {
  public:
   absl::StatusOr<std::vector<std::string>> Run(std::string_view, std::string_view,
-                                               const std::vector<std::string>&,
+                                               const std::vector<std::string>&, int,
                                                const ProgressCallback&) override {
     return absl::UnimplementedError("no job store in this test");
   }

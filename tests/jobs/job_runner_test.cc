@@ -2,7 +2,8 @@
 // PostgreSQL when GPSEL_TEST_POSTGRES_URL is set (scripts/start-test-postgres.sh) — with test
 // job kinds: "echo" returns its request, "slow" the same after 100 ms, "fail" returns an error,
 // "wait" reports progress until the test opens its gate (or the progress callback says stop),
-// and "split" ("KIND|a,b,c") runs a, b and c as tasks of kind KIND and joins their results.
+// and "split" ("KIND|a,b,c[|LOCAL]") runs a, b and c as tasks of kind KIND (LOCAL of them at
+// once on the job's worker) and joins their results.
 // Tests wait by polling the store with a deadline, not by sleeping.
 #include "jobs/job_runner.h"
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -100,11 +102,13 @@ class JobRunnerTest : public ::testing::TestWithParam<Backend> {
     split.name = "split";
     split.execute = [](std::string_view request, const ProgressCallback& progress,
                        JobTasks& tasks) -> absl::StatusOr<std::string> {
-      const std::vector<std::string> kind_and_parts =
+      // "KIND|a,b,c" or "KIND|a,b,c|LOCAL" (tasks this worker may run at once; default 1).
+      const std::vector<std::string> fields =
           absl::StrSplit(absl::string_view(request.data(), request.size()), '|');
+      int local = 1;
+      if (fields.size() > 2 && !absl::SimpleAtoi(fields[2], &local)) local = 0;
       absl::StatusOr<std::vector<std::string>> results =
-          tasks.Run("parts", kind_and_parts.at(0), absl::StrSplit(kind_and_parts.at(1), ','),
-                    progress);
+          tasks.Run("parts", fields.at(0), absl::StrSplit(fields.at(1), ','), local, progress);
       if (!results.ok()) return results.status();
       return absl::StrJoin(*results, "+");
     };
@@ -352,6 +356,37 @@ TEST_P(JobRunnerTest, ASplitJobsTasksRunOnceEachAcrossRunnersAndItsResultIsInOrd
   // The job's own runner helped, and the idle one took tasks too.
   EXPECT_GT(echo_runners_["a"], 0);
   EXPECT_GT(echo_runners_["b"], 0);
+}
+
+TEST_P(JobRunnerTest, TheJobsWorkerRunsUpToLocalParallelismOfItsTasksAtOnce) {
+  std::unique_ptr<JobRunner> runner = StartRunner(store_.get(), kinds_, "runner-a");
+  const Job job = Submit("split", "wait|a,b,c|2");
+  runner->Wake();
+  // The only worker runs two tasks at once (both wait at the closed gate), not a third.
+  const Job waiting = WaitFor(
+      job.id, [&](const Job& j) { return j.state == JobState::kRunning && gate_->entered >= 2; },
+      "running two tasks at once");
+  ASSERT_EQ(waiting.state, JobState::kRunning);
+  absl::SleepFor(absl::Milliseconds(300));  // several poll intervals: no third task starts
+  EXPECT_EQ(gate_->entered.load(), 2);
+  absl::StatusOr<std::vector<Job>> tasks = store_->ListTasks(job.id, "parts", false);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  int running = 0;
+  for (const Job& task : *tasks) running += task.state == JobState::kRunning;
+  EXPECT_EQ(running, 2);
+  gate_->Open();
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_EQ(done.state, JobState::kSucceeded) << done.error_message;
+  EXPECT_EQ(done.result, "opened+opened+opened");
+  EXPECT_EQ(gate_->entered.load(), 3);
+  runner->Stop();
+  // Bad parallelism is the job's error.
+  std::unique_ptr<JobRunner> again = StartRunner(store_.get(), kinds_, "runner-b");
+  const Job bad = Submit("split", "echo|a|0");
+  again->Wake();
+  const Job failed = WaitForTerminal(bad.id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_EQ(failed.error_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_P(JobRunnerTest, AFailedTaskFailsItsJobNamingTheTask) {
