@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <list>
+#include <system_error>
 #include <iostream>
 #include <new>
 
@@ -33,6 +36,14 @@ absl::Status TaskError(const Job& task) {
                                          task.error_message));
 }
 
+// A job store error met while a job waits for its tasks, as the job's error. ABORTED
+// (PostgreSQL's serialization failures) and CANCELLED (a statement timeout) mean something else
+// coming out of an executor — a lost lease, a cancelled job — so they become INTERNAL.
+absl::Status StoreErrorForJob(const absl::Status& status) {
+  if (!absl::IsAborted(status) && !absl::IsCancelled(status)) return status;
+  return absl::InternalError(absl::StrCat("job store: ", std::string(status.message())));
+}
+
 }  // namespace
 
 // JobTasks for one job run by one worker of this runner.
@@ -53,9 +64,6 @@ class JobRunner::Tasks final : public JobTasks {
       return absl::InvalidArgumentError("local_parallelism: must be at least 1");
     }
     JobStore* store = runner_->store_;
-    absl::StatusOr<std::vector<Job>> submitted =
-        store->SubmitTasks(job_.id, batch, kind, requests);
-    if (!submitted.ok()) return submitted.status();
     const int n = static_cast<int>(requests.size());
     const std::string batch_name(batch);
 
@@ -63,19 +71,17 @@ class JobRunner::Tasks final : public JobTasks {
     std::mutex mutex;
     std::condition_variable local_done;
     std::vector<double> fractions(n, 0.0);  // per task, never decreasing
-    std::string message;                    // the batch's state, from the last listing
+    std::string message = absl::StrCat(batch_name, ": submitting ", n, " tasks");
+    absl::Status abandoned;  // non-OK once the job stops waiting: the local tasks stop with it
+    struct LocalTask {
+      std::thread thread;
+      bool finished = false;
+    };
+    std::list<LocalTask> local;
     int local_running = 0;
-    absl::Status abandoned;  // non-OK once the job stops waiting: every local task stops with it
-    std::vector<std::thread> local;
-    struct JoinAll {
-      std::vector<std::thread>& threads;
-      ~JoinAll() {
-        for (std::thread& t : threads) t.join();
-      }
-    } join_all{local};
 
-    // The tasks' mean progress, told to the job's callback, whose answer stops the waiting.
-    // Called with `mutex` held.
+    // The tasks' mean progress, told to the job's callback, whose answer (cancelled, server
+    // stopping, lease lost) stops the waiting. Called with `mutex` held.
     auto report = [&](const std::string& text) -> absl::Status {
       if (!abandoned.ok()) return abandoned;
       if (!progress) return absl::OkStatus();
@@ -88,41 +94,91 @@ class JobRunner::Tasks final : public JobTasks {
       abandoned = progress(p);
       return abandoned;
     };
-    // Returns `status`, the job's error, after telling the local tasks to stop as cancelled (the
-    // job fails: its unfinished tasks have no use). When instead the job's progress callback
-    // says stop, `report` has passed that status to them: cancelled, released at shutdown, or
-    // left to their lease when this worker lost the job.
-    auto stop_waiting = [&](absl::Status status) {
+    // What a local task hears from its job: nothing while the job waits; the job's stop
+    // otherwise — cancelled, or released at shutdown — except when this worker lost the job's
+    // lease: the task's own lease still holds and its result serves whoever re-runs the job.
+    auto job_says = [&]() -> absl::Status {
+      return absl::IsAborted(abandoned) ? absl::OkStatus() : abandoned;
+    };
+    // The job ends with `status` (a failed task, a store error): its unfinished local tasks are
+    // of no use any more and stop as cancelled.
+    auto fail_job = [&](absl::Status status) {
       std::lock_guard<std::mutex> lock(mutex);
       if (abandoned.ok()) {
         abandoned = absl::CancelledError(
-            absl::StrCat("its job stopped waiting for it: ", std::string(status.message())));
+            absl::StrCat("its job failed: ", std::string(status.message())));
       }
       return status;
     };
+    // Waits up to the poll interval, less when a local task ends or the runner stops; reports
+    // first, so that a cancellation or shutdown is heard while the store is unreachable too.
+    auto wait_a_while = [&]() -> absl::Status {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (absl::Status s = report(message); !s.ok()) return s;
+      const int running_before = local_running;
+      local_done.wait_for(lock, absl::ToChronoMilliseconds(runner_->options_.poll_interval), [&] {
+        return local_running < running_before || runner_->stopping_.load();
+      });
+      return absl::OkStatus();
+    };
+    // Joins the local tasks that have finished (all of them with `all`, on the way out).
+    auto join_local = [&](bool all) {
+      for (auto it = local.begin(); it != local.end();) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!all && !it->finished) {
+            ++it;
+            continue;
+          }
+        }
+        if (it->thread.joinable()) it->thread.join();
+        it = local.erase(it);
+      }
+    };
+    // Declared after everything the local tasks use, so they are joined before any of it goes.
+    struct JoinOnExit {
+      std::function<void()> join;
+      ~JoinOnExit() { join(); }
+    } join_on_exit{[&] { join_local(true); }};
+
+    // The batch, stored once: a re-run of the job finds it with the results so far.
+    while (true) {
+      absl::StatusOr<std::vector<Job>> submitted =
+          store->SubmitTasks(job_.id, batch, kind, requests);
+      if (submitted.ok()) break;
+      if (absl::IsCancelled(submitted.status())) return submitted.status();  // job cancelled
+      if (!absl::IsUnavailable(submitted.status())) {
+        return StoreErrorForJob(submitted.status());
+      }
+      if (absl::Status s = wait_a_while(); !s.ok()) return s;
+    }
 
     while (true) {
+      join_local(false);
       absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(job_.id, batch, false);
       if (!tasks.ok()) {
-        if (!absl::IsUnavailable(tasks.status())) return stop_waiting(tasks.status());
-        // The store is briefly unreachable: the heartbeat decides whether the job is lost.
-        std::lock_guard<std::mutex> lock(mutex);
-        if (absl::Status s = report("waiting for the job store"); !s.ok()) return s;
-      } else {
-        if (static_cast<int>(tasks->size()) != n) {
-          return stop_waiting(absl::InternalError(absl::StrCat(
-              "job ", job_.id, ": batch '", batch_name, "' has ", tasks->size(), " tasks, not ", n)));
+        // The store briefly unreachable: wait; the heartbeat decides whether the job is lost.
+        if (!absl::IsUnavailable(tasks.status())) {
+          return fail_job(StoreErrorForJob(tasks.status()));
         }
-        int succeeded = 0, running = 0;
-        for (const Job& task : *tasks) {
-          if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
-            CancelUnfinished(*tasks);
-            return stop_waiting(TaskError(task));
-          }
-          succeeded += task.state == JobState::kSucceeded;
-          running += task.state == JobState::kRunning;
+        if (absl::Status s = wait_a_while(); !s.ok()) return s;
+        continue;
+      }
+      if (static_cast<int>(tasks->size()) != n) {
+        return fail_job(absl::InternalError(absl::StrCat(
+            "job ", job_.id, ": batch '", batch_name, "' has ", tasks->size(), " tasks, not ", n)));
+      }
+      int succeeded = 0, running = 0;
+      for (const Job& task : *tasks) {
+        if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
+          CancelUnfinished(*tasks);
+          return fail_job(TaskError(task));
         }
-        if (succeeded == n) break;
+        succeeded += task.state == JobState::kSucceeded;
+        running += task.state == JobState::kRunning;
+      }
+      if (succeeded == n) break;
+      {
         std::lock_guard<std::mutex> lock(mutex);
         for (const Job& task : *tasks) {
           double& f = fractions[task.task_index];
@@ -135,53 +191,77 @@ class JobRunner::Tasks final : public JobTasks {
         if (absl::Status s = report(message); !s.ok()) return s;
       }
       // Run tasks here, up to local_parallelism at once; each one's progress counts towards the
-      // job's, and the job's cancellation (or lost lease, or shutdown) stops it.
+      // job's, and the job's stop stops it (job_says).
       while (true) {
         {
           std::lock_guard<std::mutex> lock(mutex);
-          if (local_running >= local_parallelism) break;
+          if (local_running >= local_parallelism || !abandoned.ok() ||
+              runner_->stopping_.load()) {
+            break;
+          }
         }
         absl::StatusOr<std::optional<Job>> mine =
-            store->ClaimTask(job_.id, worker_id_, runner_->options_.lease);
+            store->ClaimTask(job_.id, batch, worker_id_, runner_->options_.lease);
         if (!mine.ok() && !absl::IsUnavailable(mine.status())) {
-          return stop_waiting(mine.status());
+          return fail_job(StoreErrorForJob(mine.status()));
         }
         if (!mine.ok() || !mine->has_value()) break;
-        std::lock_guard<std::mutex> lock(mutex);
+        std::unique_lock<std::mutex> lock(mutex);
         ++local_running;
-        local.emplace_back([&, task = **mine] {
+        LocalTask& slot = local.emplace_back();
+        auto body = [&, task = **mine, &slot] {
           const int index = task.task_index;
           const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
             std::lock_guard<std::mutex> lock(mutex);
-            if (p.poll_only || index < 0 || index >= n) return report(message);
-            fractions[index] = std::max(fractions[index], p.fraction);
-            return report(absl::StrCat(message, "; here: task ", index, ": ",
-                                       p.message.empty() ? p.stage : p.message));
+            if (!p.poll_only && index >= 0 && index < n) {
+              fractions[index] = std::max(fractions[index], p.fraction);
+              if (abandoned.ok()) {
+                report(absl::StrCat(message, "; here: task ", index, ": ",
+                                    p.message.empty() ? p.stage : p.message))
+                    .IgnoreError();  // a stop reaches this task through job_says
+              }
+            }
+            return job_says();
           };
           runner_->RunOne(worker_id_, task, outer);
           {
             std::lock_guard<std::mutex> lock(mutex);
             --local_running;
+            slot.finished = true;
           }
           local_done.notify_all();
-        });
+        };
+        try {
+          slot.thread = std::thread(body);
+        } catch (const std::system_error&) {
+          // No thread to be had: this worker runs the task itself.
+          slot.finished = true;
+          --local_running;
+          lock.unlock();
+          runner_->RunOne(worker_id_, **mine, [&](const Progress&) -> absl::Status {
+            std::lock_guard<std::mutex> inner(mutex);
+            return job_says();
+          });
+        }
       }
-      // Until a local task ends, or the poll interval passes (the rest run elsewhere).
-      std::unique_lock<std::mutex> lock(mutex);
-      const int running_now = local_running;
-      local_done.wait_for(lock, absl::ToChronoMilliseconds(runner_->options_.poll_interval),
-                          [&] { return local_running < running_now || runner_->stopping_.load(); });
+      if (absl::Status s = wait_a_while(); !s.ok()) return s;
     }
-    absl::StatusOr<std::vector<Job>> done = store->ListTasks(job_.id, batch, true);
-    if (!done.ok()) return stop_waiting(done.status());
-    std::vector<std::string> results;
-    results.reserve(n);
-    for (Job& task : *done) {
-      // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
-      if (task.state != JobState::kSucceeded) return stop_waiting(TaskError(task));
-      results.push_back(std::move(task.result));
+    while (true) {
+      absl::StatusOr<std::vector<Job>> done = store->ListTasks(job_.id, batch, true);
+      if (!done.ok()) {
+        if (!absl::IsUnavailable(done.status())) return StoreErrorForJob(done.status());
+        if (absl::Status s = wait_a_while(); !s.ok()) return s;
+        continue;
+      }
+      std::vector<std::string> results;
+      results.reserve(n);
+      for (Job& task : *done) {
+        // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
+        if (task.state != JobState::kSucceeded) return TaskError(task);
+        results.push_back(std::move(task.result));
+      }
+      return results;
     }
-    return results;
   }
 
  private:

@@ -230,7 +230,8 @@ class JobStore {
   // Returns the batch's tasks by index. INVALID_ARGUMENT for an empty kind or batch, a batch
   // name longer than 64 bytes, no requests or more than kMaxTasksPerBatch; NOT_FOUND for an
   // unknown job; FAILED_PRECONDITION when `parent_id` is a task itself, is not RUNNING, or the
-  // existing batch has another number of tasks.
+  // existing batch has another number of tasks; CANCELLED when the job has a cancel request
+  // (its tasks would escape the cancellation).
   virtual absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id,
                                                        std::string_view batch,
                                                        std::string_view kind,
@@ -242,9 +243,10 @@ class JobStore {
                                                      std::string_view batch,
                                                      bool with_payloads) = 0;
 
-  // Claim, restricted to the tasks of job `parent_id` (of any batch): how the worker running a
+  // Claim, restricted to the tasks of batch `batch` of job `parent_id`: how the worker running a
   // job helps with its tasks instead of only waiting for them.
   virtual absl::StatusOr<std::optional<Job>> ClaimTask(std::string_view parent_id,
+                                                       std::string_view batch,
                                                        std::string_view worker_id,
                                                        absl::Duration lease) = 0;
 

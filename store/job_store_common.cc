@@ -208,6 +208,11 @@ absl::Status TasksOfIdleJobError(std::string_view parent_id, JobState state) {
                                                     "; only a RUNNING job can add tasks"));
 }
 
+absl::Status TasksOfCancelledJobError(std::string_view parent_id) {
+  return absl::CancelledError(absl::StrCat("job ", AsAbsl(parent_id),
+                                           " has a cancel request; no tasks added"));
+}
+
 absl::Status TaskBatchSizeError(std::string_view parent_id, std::string_view batch, size_t existing,
                                 size_t requested) {
   return absl::FailedPreconditionError(

@@ -63,6 +63,7 @@ absl::Status ValidateListTasks(std::string_view parent_id, std::string_view batc
 // or on an existing batch of another size; shared wording for both backends.
 absl::Status TasksOfTaskError(std::string_view parent_id);
 absl::Status TasksOfIdleJobError(std::string_view parent_id, JobState state);
+absl::Status TasksOfCancelledJobError(std::string_view parent_id);
 absl::Status TaskBatchSizeError(std::string_view parent_id, std::string_view batch, size_t existing,
                                 size_t requested);
 

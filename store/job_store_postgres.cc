@@ -74,6 +74,8 @@ ALTER TABLE gpsel_jobs ADD COLUMN parent_id text;
 ALTER TABLE gpsel_jobs ADD COLUMN task_batch text;
 ALTER TABLE gpsel_jobs ADD COLUMN task_index integer;
 CREATE UNIQUE INDEX gpsel_jobs_tasks ON gpsel_jobs (parent_id, task_batch, task_index);
+CREATE INDEX gpsel_jobs_claim_order ON gpsel_jobs ((parent_id IS NULL), seq)
+  WHERE state IN ('QUEUED', 'RUNNING');
 )sql";
 
 // Unix microseconds of a timestamptz column (NULL stays NULL).
@@ -138,9 +140,6 @@ constexpr PreparedSql kReapExpired = {
     "  AND (state = 'QUEUED' OR lease_expires <= now()) "
     "  AND (cancel_requested OR attempts >= $1::integer) "
     "  FOR UPDATE SKIP LOCKED)"};
-// The oldest claimable job. SKIP LOCKED: a row another claimer has locked is passed over
-// rather than waited for, and (READ COMMITTED) a locked row is re-checked against the WHERE
-// clause, so a job just claimed by a committed transaction is never taken twice.
 // Claimable tasks whose job has ended (or is gone): cancelled, never started.
 constexpr PreparedSql kReapOrphanedTasks = {
     "gpsel_reap_orphaned_tasks",
@@ -149,22 +148,30 @@ constexpr PreparedSql kReapOrphanedTasks = {
     "WHERE seq IN (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "
     "  AND (state = 'QUEUED' OR lease_expires <= now()) "
     "  AND parent_id IS NOT NULL AND NOT " GPSEL_PARENT_IS_ACTIVE " FOR UPDATE SKIP LOCKED)"};
-// Tasks first: their job is running and waits for them.
+// The oldest claimable task of a job that is still active, else the oldest claimable job, in
+// the order of the partial index gpsel_jobs_claim_order. Tasks first: their job waits for them.
+// The job's state is read in the claim itself: under READ COMMITTED a job that ended after the
+// reaping above is seen ended here, so its tasks are not started. SKIP LOCKED: a row another
+// claimer has locked is passed over rather than waited for, and a locked row is re-checked
+// against the WHERE clause, so a job just claimed by a committed transaction is never taken
+// twice.
 #define GPSEL_CLAIM_WHERE(extra)                                                            \
   "UPDATE gpsel_jobs SET state = 'RUNNING', attempts = attempts + 1, lease_owner = $1, "    \
   "  lease_expires = " GPSEL_LEASE_UNTIL("$2") ", started = now(), updated = now(), "       \
   "  progress = 0, progress_message = '' "                                                  \
   "WHERE seq = (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "           \
   "  AND (state = 'QUEUED' OR lease_expires <= now()) " extra                               \
+  "  AND (parent_id IS NULL OR " GPSEL_PARENT_IS_ACTIVE ") "                                \
   "  ORDER BY parent_id IS NULL, seq LIMIT 1 FOR UPDATE SKIP LOCKED) "                      \
   "RETURNING " GPSEL_JOB_COLUMNS
 constexpr PreparedSql kClaimOldest = {"gpsel_claim", GPSEL_CLAIM_WHERE("")};
-constexpr PreparedSql kClaimTask = {"gpsel_claim_task", GPSEL_CLAIM_WHERE("AND parent_id = $3")};
+constexpr PreparedSql kClaimTask = {"gpsel_claim_task",
+                                    GPSEL_CLAIM_WHERE("AND parent_id = $3 AND task_batch = $4")};
 // FOR UPDATE: a job cannot end (or be re-claimed) while a batch of its tasks is being added,
 // and two workers adding the same batch (a stale one and the current one) take turns.
 constexpr PreparedSql kSelectParentOf = {
     "gpsel_select_parent_of",
-    "SELECT state, parent_id FROM gpsel_jobs WHERE id = $1 FOR UPDATE"};
+    "SELECT state, parent_id, cancel_requested FROM gpsel_jobs WHERE id = $1 FOR UPDATE"};
 constexpr PreparedSql kSelectParentState = {
     "gpsel_select_parent_state", "SELECT state FROM gpsel_jobs WHERE id = $1"};
 constexpr PreparedSql kListTasks = {
@@ -237,6 +244,13 @@ constexpr PreparedSql kPurgeFinishedTasks = {
     "DELETE FROM gpsel_jobs WHERE parent_id IN (" GPSEL_PURGEABLE_JOBS ")"};
 constexpr PreparedSql kPurgeFinished = {
     "gpsel_purge_finished", "DELETE FROM gpsel_jobs WHERE id IN (" GPSEL_PURGEABLE_JOBS ")"};
+// Finished tasks whose job is gone (a job that finished between the two statements above, under
+// READ COMMITTED), at the next purge.
+constexpr PreparedSql kPurgeOrphanedTasks = {
+    "gpsel_purge_orphaned_tasks",
+    "DELETE FROM gpsel_jobs WHERE parent_id IS NOT NULL "
+    "AND state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "
+    "AND NOT EXISTS (SELECT 1 FROM gpsel_jobs AS p WHERE p.id = gpsel_jobs.parent_id)"};
 
 constexpr PreparedSql kAllStatements[] = {
     kLockSubmit,   kSelectJobById, kSelectByKey,     kCountQueued,   kInsertJob,
@@ -244,7 +258,7 @@ constexpr PreparedSql kAllStatements[] = {
     kComplete,     kFinishWithError, kSelectFence,   kCancelQueued,  kCancelRunning,
     kReleaseLeases, kCountByState, kPurgeFinished, kReapOrphanedTasks, kClaimTask,
     kSelectParentOf, kSelectParentState, kListTasks, kListTasksWithoutPayloads, kInsertTask,
-    kCancelQueuedTasks, kCancelRunningTasks, kPurgeFinishedTasks};
+    kCancelQueuedTasks, kCancelRunningTasks, kPurgeFinishedTasks, kPurgeOrphanedTasks};
 
 // Maps a SQLSTATE (https://www.postgresql.org/docs/15/errcodes-appendix.html) to a status code.
 absl::StatusCode CodeForSqlState(std::string_view state) {
@@ -497,14 +511,15 @@ class PostgresJobStore final : public JobStore {
 
   absl::StatusOr<std::optional<Job>> Claim(std::string_view worker_id,
                                            absl::Duration lease) override {
-    return ClaimWhere("", worker_id, lease);
+    return ClaimWhere("", "", worker_id, lease);
   }
 
   absl::StatusOr<std::optional<Job>> ClaimTask(std::string_view parent_id,
+                                               std::string_view batch,
                                                std::string_view worker_id,
                                                absl::Duration lease) override {
-    if (parent_id.empty()) return absl::InvalidArgumentError("parent_id: must not be empty");
-    return ClaimWhere(parent_id, worker_id, lease);
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
+    return ClaimWhere(parent_id, batch, worker_id, lease);
   }
 
   absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
@@ -523,6 +538,7 @@ class PostgresJobStore final : public JobStore {
       const JobState state =
           ParseJobState(parent[0][0].as<std::string>()).value_or(JobState::kFailed);
       if (state != JobState::kRunning) return jsi::TasksOfIdleJobError(parent_id, state);
+      if (parent[0][2].as<bool>()) return jsi::TasksOfCancelledJobError(parent_id);
       absl::StatusOr<std::vector<Job>> existing =
           ReadJobs(txn.exec_prepared(kListTasks.name, parent_str, batch_str));
       if (!existing.ok()) return existing.status();
@@ -692,6 +708,7 @@ class PostgresJobStore final : public JobStore {
       for (const PreparedSql& purge : {kPurgeFinishedTasks, kPurgeFinished}) {
         deleted += static_cast<int64_t>(txn.exec_prepared(purge.name, min_age_us).affected_rows());
       }
+      deleted += static_cast<int64_t>(txn.exec_prepared(kPurgeOrphanedTasks.name).affected_rows());
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
@@ -699,8 +716,9 @@ class PostgresJobStore final : public JobStore {
   }
 
  private:
-  // Claim and ClaimTask (a non-empty `parent_id`): reaps what must not run again, then claims.
-  absl::StatusOr<std::optional<Job>> ClaimWhere(std::string_view parent_id,
+  // Claim and ClaimTask (a non-empty `parent_id`, with `batch`): reaps what must not run again,
+  // then claims.
+  absl::StatusOr<std::optional<Job>> ClaimWhere(std::string_view parent_id, std::string_view batch,
                                                 std::string_view worker_id, absl::Duration lease) {
     if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
     std::optional<Job> claimed;
@@ -717,7 +735,8 @@ class PostgresJobStore final : public JobStore {
               ? txn.exec_prepared(kClaimOldest.name, std::string(worker_id),
                                   jsi::DurationMicros(lease))
               : txn.exec_prepared(kClaimTask.name, std::string(worker_id),
-                                  jsi::DurationMicros(lease), std::string(parent_id));
+                                  jsi::DurationMicros(lease), std::string(parent_id),
+                                  std::string(batch));
       absl::StatusOr<std::optional<Job>> job = FirstJob(r);
       if (!job.ok()) return job.status();
       claimed = std::move(*job);

@@ -72,6 +72,8 @@ ALTER TABLE gpsel_jobs ADD COLUMN parent_id TEXT;
 ALTER TABLE gpsel_jobs ADD COLUMN task_batch TEXT;
 ALTER TABLE gpsel_jobs ADD COLUMN task_index INTEGER;
 CREATE UNIQUE INDEX gpsel_jobs_tasks ON gpsel_jobs (parent_id, task_batch, task_index);
+CREATE INDEX gpsel_jobs_claim_order ON gpsel_jobs ((parent_id IS NULL), seq)
+  WHERE state IN ('QUEUED', 'RUNNING');
 )sql";
 
 // Column list read by ReadJob, in this order; the _WITHOUT_PAYLOADS form reads empty request
@@ -118,19 +120,21 @@ constexpr char kReapOrphanedTasks[] =
     "  lease_owner = '', lease_expires_us = NULL, finished_us = ?1, updated_us = ?1 "
     "WHERE state IN ('QUEUED', 'RUNNING') AND (state = 'QUEUED' OR lease_expires_us <= ?1) "
     "  AND parent_id IS NOT NULL AND NOT " GPSEL_PARENT_IS_ACTIVE;
-// The oldest claimable task, else the oldest claimable job, through the partial index over
-// active jobs. Tasks first: their job is running and waits for them.
+// The oldest claimable task of a job that is still active, else the oldest claimable job, in
+// the order of the partial index gpsel_jobs_claim_order. Tasks first: their job waits for them.
 #define GPSEL_CLAIM_WHERE(extra)                                                            \
   "UPDATE gpsel_jobs SET state = 'RUNNING', attempts = attempts + 1, lease_owner = ?2, "    \
   "  lease_expires_us = ?3, started_us = ?1, updated_us = ?1, progress = 0, "               \
   "  progress_message = '' "                                                                \
   "WHERE seq = (SELECT seq FROM gpsel_jobs WHERE state IN ('QUEUED', 'RUNNING') "           \
   "  AND (state = 'QUEUED' OR lease_expires_us <= ?1) " extra                               \
+  "  AND (parent_id IS NULL OR " GPSEL_PARENT_IS_ACTIVE ") "                                \
   "  ORDER BY parent_id IS NULL, seq LIMIT 1) "                                             \
   "RETURNING " GPSEL_JOB_COLUMNS
 constexpr char kClaimOldest[] = GPSEL_CLAIM_WHERE("");
-constexpr char kClaimTask[] = GPSEL_CLAIM_WHERE("AND parent_id = ?4");
-constexpr char kSelectParentOf[] = "SELECT state, parent_id FROM gpsel_jobs WHERE id = ?1";
+constexpr char kClaimTask[] = GPSEL_CLAIM_WHERE("AND parent_id = ?4 AND task_batch = ?5");
+constexpr char kSelectParentOf[] =
+    "SELECT state, parent_id, cancel_requested FROM gpsel_jobs WHERE id = ?1";
 constexpr char kListTasks[] = "SELECT " GPSEL_JOB_COLUMNS
                               " FROM gpsel_jobs WHERE parent_id = ?1 AND task_batch = ?2 "
                               "ORDER BY task_index";
@@ -194,6 +198,12 @@ constexpr char kQuickCheck[] = "PRAGMA quick_check(3)";
 constexpr char kPurgeFinishedTasks[] =
     "DELETE FROM gpsel_jobs WHERE parent_id IN (" GPSEL_PURGEABLE_JOBS ")";
 constexpr char kPurgeFinished[] = "DELETE FROM gpsel_jobs WHERE id IN (" GPSEL_PURGEABLE_JOBS ")";
+// Finished tasks whose job is gone (PostgreSQL: a job that finished between the two statements
+// above), at the next purge.
+constexpr char kPurgeOrphanedTasks[] =
+    "DELETE FROM gpsel_jobs WHERE parent_id IS NOT NULL "
+    "AND state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "
+    "AND NOT EXISTS (SELECT 1 FROM gpsel_jobs AS p WHERE p.id = gpsel_jobs.parent_id)";
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
@@ -502,14 +512,15 @@ class SqliteJobStore final : public JobStore {
 
   absl::StatusOr<std::optional<Job>> Claim(std::string_view worker_id,
                                            absl::Duration lease) override {
-    return ClaimWhere(kClaimOldest, "", worker_id, lease);
+    return ClaimWhere(kClaimOldest, "", "", worker_id, lease);
   }
 
   absl::StatusOr<std::optional<Job>> ClaimTask(std::string_view parent_id,
+                                               std::string_view batch,
                                                std::string_view worker_id,
                                                absl::Duration lease) override {
-    if (parent_id.empty()) return absl::InvalidArgumentError("parent_id: must not be empty");
-    return ClaimWhere(kClaimTask, parent_id, worker_id, lease);
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
+    return ClaimWhere(kClaimTask, parent_id, batch, worker_id, lease);
   }
 
   absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
@@ -531,6 +542,7 @@ class SqliteJobStore final : public JobStore {
         if (!st->IsNull(1)) return jsi::TasksOfTaskError(parent_id);
         const JobState state = ParseJobState(st->Text(0)).value_or(JobState::kFailed);
         if (state != JobState::kRunning) return jsi::TasksOfIdleJobError(parent_id, state);
+        if (st->Int64(2) != 0) return jsi::TasksOfCancelledJobError(parent_id);
       }
       absl::StatusOr<std::vector<Job>> existing = SelectTasks(kListTasks, parent_id, batch);
       if (!existing.ok()) return existing.status();
@@ -738,10 +750,10 @@ class SqliteJobStore final : public JobStore {
     int64_t deleted = 0;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       const int64_t cutoff = NowMicros() - absl::ToInt64Microseconds(min_age);
-      for (const char* sql : {kPurgeFinishedTasks, kPurgeFinished}) {
+      for (const char* sql : {kPurgeFinishedTasks, kPurgeFinished, kPurgeOrphanedTasks}) {
         absl::StatusOr<Statement> st = Prepare(sql);
         if (!st.ok()) return st.status();
-        st->BindInt64(1, cutoff);
+        if (sql != kPurgeOrphanedTasks) st->BindInt64(1, cutoff);
         if (absl::Status s = st->Run(); !s.ok()) return s;
         deleted += sqlite3_changes64(db_);
       }
@@ -753,8 +765,9 @@ class SqliteJobStore final : public JobStore {
 
  private:
   // Claim and ClaimTask: reaps what must not run again, then takes the first row of
-  // `claim_sql` (kClaimTask binds `parent_id` as ?4).
+  // `claim_sql` (kClaimTask binds `parent_id` and `batch` as ?4 and ?5).
   absl::StatusOr<std::optional<Job>> ClaimWhere(const char* claim_sql, std::string_view parent_id,
+                                                std::string_view batch,
                                                 std::string_view worker_id, absl::Duration lease) {
     if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
@@ -784,7 +797,10 @@ class SqliteJobStore final : public JobStore {
         st.BindInt64(1, now);
         st.BindText(2, worker_id);
         st.BindInt64(3, now + jsi::DurationMicros(lease));
-        if (!parent_id.empty()) st.BindText(4, parent_id);
+        if (!parent_id.empty()) {
+          st.BindText(4, parent_id);
+          st.BindText(5, batch);
+        }
       });
       if (!job.ok()) return job.status();
       claimed = std::move(*job);

@@ -185,6 +185,11 @@ class JobRunnerTest : public ::testing::TestWithParam<Backend> {
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
+  Job MustGetJob(const std::string& id) {
+    absl::StatusOr<Job> job = store_->GetJob(id);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : Job{};
+  }
   Job WaitForTerminal(const std::string& id) {
     return WaitFor(id, [](const Job& j) { return IsTerminal(j.state); }, "terminal");
   }
@@ -439,7 +444,8 @@ TEST_P(JobRunnerTest, ARerunSplitJobKeepsItsFinishedTasksAndRunsOnlyTheRest) {
   absl::StatusOr<std::vector<Job>> tasks =
       store_->SubmitTasks(job.id, "parts", "echo", {"t0", "t1"});
   ASSERT_TRUE(tasks.ok()) << tasks.status();
-  absl::StatusOr<std::optional<Job>> t0 = store_->ClaimTask(job.id, "gone-w0", absl::Seconds(60));
+  absl::StatusOr<std::optional<Job>> t0 =
+      store_->ClaimTask(job.id, "parts", "gone-w0", absl::Seconds(60));
   ASSERT_TRUE(t0.ok() && t0->has_value());
   ASSERT_TRUE(store_->Complete((*t0)->id, (*t0)->attempts, "done before").ok());
   ASSERT_TRUE(store_->ReleaseLeases("gone-w0").ok());
@@ -454,6 +460,60 @@ TEST_P(JobRunnerTest, ARerunSplitJobKeepsItsFinishedTasksAndRunsOnlyTheRest) {
   std::lock_guard<std::mutex> lock(echo_mutex_);
   EXPECT_EQ(echo_calls_.count("t0"), 0u);
   EXPECT_EQ(echo_calls_["t1"], 1);
+}
+
+TEST_P(JobRunnerTest, ATaskAbandonedByItsWorkersFailsItsJobAsInternalNotAsALostLease) {
+  // Every worker of task 0 went away twice; with max_attempts 2 the next claim gives it up
+  // (FAILED, ABORTED). The job must then fail for good, not read that ABORTED as "my lease is
+  // lost" and wait to be re-run.
+  JobStoreOptions two_attempts;
+  two_attempts.max_attempts = 2;
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(db_->url(), two_attempts);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Job job = Submit("split", "echo|t0,t1");
+  absl::StatusOr<std::optional<Job>> claimed = (*store)->Claim("gone-w0", absl::Seconds(60));
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_TRUE((*store)->SubmitTasks(job.id, "parts", "echo", {"t0", "t1"}).ok());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::optional<Job>> t0 =
+        (*store)->ClaimTask(job.id, "parts", "gone-w1", absl::Seconds(60));
+    ASSERT_TRUE(t0.ok() && t0->has_value() && (*t0)->task_index == 0);
+    ASSERT_TRUE((*store)->ReleaseLeases("gone-w1").ok());
+  }
+  ASSERT_TRUE((*store)->ReleaseLeases("gone-w0").ok());  // the job: attempts 1 of 2
+
+  std::unique_ptr<JobRunner> runner = StartRunner(store->get(), kinds_, "runner-a");
+  runner->Wake();
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_EQ(done.state, JobState::kFailed);
+  EXPECT_EQ(done.error_code, static_cast<int>(absl::StatusCode::kInternal)) << done.error_message;
+  EXPECT_THAT(done.error_message, HasSubstr("task 0 of batch 'parts'"));
+  EXPECT_THAT(done.error_message, HasSubstr("abandoned"));
+  EXPECT_EQ(done.attempts, 2);
+  runner->Stop();
+}
+
+TEST_P(JobRunnerTest, StopWhileAJobRunsItsTasksReleasesThemForAnotherRunner) {
+  std::unique_ptr<JobRunner> first = StartRunner(store_.get(), kinds_, "runner-a");
+  const Job job = Submit("split", "wait|a,b|2");
+  first->Wake();
+  WaitFor(job.id, [&](const Job& j) { return j.state == JobState::kRunning && gate_->entered >= 2; },
+          "running both tasks");
+  first->Stop();
+  // The job and both tasks are queued again (released, not cancelled).
+  const Job released = MustGetJob(job.id);
+  EXPECT_EQ(released.state, JobState::kQueued) << released.error_message;
+  absl::StatusOr<std::vector<Job>> tasks = store_->ListTasks(job.id, "parts", false);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  for (const Job& task : *tasks) EXPECT_EQ(task.state, JobState::kQueued) << task.error_message;
+  gate_->Open();
+  std::unique_ptr<JobRunner> second = StartRunner(store_.get(), kinds_, "runner-b");
+  second->Wake();
+  const Job done = WaitForTerminal(job.id);
+  EXPECT_EQ(done.state, JobState::kSucceeded) << done.error_message;
+  EXPECT_EQ(done.result, "opened+opened");
+  EXPECT_EQ(done.attempts, 2);
+  second->Stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobRunnerTest,

@@ -969,6 +969,12 @@ TEST_P(JobStoreConformanceTest, SubmitTasksRefusesJobsThatCannotTakeTasks) {
                      absl::StatusCode::kFailedPrecondition);
   EXPECT_STATUS_CODE(store_->SubmitTasks(tasks[0].id, "runs", kTaskKind, {"a"}),
                      absl::StatusCode::kFailedPrecondition);  // a task has no tasks
+  // A job with a cancel request takes no more tasks: they would escape the cancellation.
+  ASSERT_TRUE(store_->RequestCancel(parent.id).ok());
+  EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "more", kTaskKind, {"a"}),
+                     absl::StatusCode::kCancelled);
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> none_added, store_->ListTasks(parent.id, "more", false));
+  EXPECT_TRUE(none_added.empty());
   ASSERT_TRUE(store_->Complete(parent.id, parent.attempts, "done").ok());
   EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "more", kTaskKind, {"a"}),
                      absl::StatusCode::kFailedPrecondition);
@@ -984,7 +990,10 @@ TEST_P(JobStoreConformanceTest, SubmitTasksRefusesJobsThatCannotTakeTasks) {
   EXPECT_STATUS_CODE(store_->SubmitTasks(parent.id, "runs", kTaskKind, {}),
                      absl::StatusCode::kInvalidArgument);
   EXPECT_STATUS_CODE(store_->ListTasks(parent.id, "", false), absl::StatusCode::kInvalidArgument);
-  EXPECT_STATUS_CODE(store_->ClaimTask("", "w", kLease), absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->ClaimTask("", "runs", "w", kLease),
+                     absl::StatusCode::kInvalidArgument);
+  EXPECT_STATUS_CODE(store_->ClaimTask(parent.id, "", "w", kLease),
+                     absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(JobStoreConformanceTest, ClaimTakesTasksBeforeJobsAndClaimTaskOnlyItsJobs) {
@@ -999,17 +1008,29 @@ TEST_P(JobStoreConformanceTest, ClaimTakesTasksBeforeJobsAndClaimTaskOnlyItsJobs
                        store_->SubmitTasks(second.id, "runs", kTaskKind, {"b0"}));
 
   // ClaimTask takes only the tasks of the job it names.
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> mine, store_->ClaimTask(second.id, "w1", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> mine,
+                       store_->ClaimTask(second.id, "runs", "w1", kLongLease));
   ASSERT_TRUE(mine.has_value());
   EXPECT_EQ(mine->id, second_tasks[0].id);
   EXPECT_EQ(mine->state, JobState::kRunning);
   EXPECT_EQ(mine->attempts, 1);
   EXPECT_EQ(mine->lease_owner, "w1");
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> no_more, store_->ClaimTask(second.id, "w1", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> no_more,
+                       store_->ClaimTask(second.id, "runs", "w1", kLongLease));
   EXPECT_FALSE(no_more.has_value());
+  // Nor does it take another batch's tasks.
+  ASSERT_OK_AND_ASSIGN(std::vector<Job> other_batch,
+                       store_->SubmitTasks(first.id, "other", kTaskKind, {"c0"}));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> not_this_batch,
+                       store_->ClaimTask(first.id, "runs", "w1", kLongLease));
+  ASSERT_TRUE(not_this_batch.has_value());
+  EXPECT_EQ(not_this_batch->id, first_tasks[0].id);
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> from_other,
+                       store_->ClaimTask(first.id, "other", "w1", kLongLease));
+  ASSERT_TRUE(from_other.has_value());
+  EXPECT_EQ(from_other->id, other_batch[0].id);
 
-  // Claim hands out the remaining tasks (by index) before the job that was queued first.
-  EXPECT_EQ(MustClaim(*store_, "w2")->id, first_tasks[0].id);
+  // Claim hands out the remaining task before the job that was queued first.
   EXPECT_EQ(MustClaim(*store_, "w2")->id, first_tasks[1].id);
   EXPECT_EQ(MustClaim(*store_, "w2")->id, waiting.id);
   EXPECT_FALSE(MustClaim(*store_, "w2").has_value());
@@ -1018,14 +1039,15 @@ TEST_P(JobStoreConformanceTest, ClaimTakesTasksBeforeJobsAndClaimTaskOnlyItsJobs
 TEST_P(JobStoreConformanceTest, TasksHaveLeasesFencingAndResults) {
   auto [parent, tasks] = RunningJobWithTasks(*store_, 2);
   ASSERT_EQ(tasks.size(), 2u);
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> first, store_->ClaimTask(parent.id, "a", kLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> first, store_->ClaimTask(parent.id, "runs", "a", kLease));
   ASSERT_TRUE(first.has_value());
   ASSERT_OK_AND_ASSIGN(HeartbeatResponse beat,
                        store_->Heartbeat(first->id, first->attempts, 0.5, "half", kLease));
   EXPECT_FALSE(beat.cancel_requested);
   // Its worker dies: the lease expires and the task is claimed again, with a new token.
   absl::SleepFor(kPastLease);
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> again, store_->ClaimTask(parent.id, "b", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> again,
+                       store_->ClaimTask(parent.id, "runs", "b", kLongLease));
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->id, first->id);
   EXPECT_EQ(again->attempts, 2);
@@ -1045,9 +1067,11 @@ TEST_P(JobStoreConformanceTest, TasksHaveLeasesFencingAndResults) {
 TEST_P(JobStoreConformanceTest, CancellingAJobCancelsItsTasks) {
   auto [parent, tasks] = RunningJobWithTasks(*store_, 3);
   ASSERT_EQ(tasks.size(), 3u);
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> running, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> running,
+                       store_->ClaimTask(parent.id, "runs", "w", kLongLease));
   ASSERT_TRUE(running.has_value());
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> done, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> done,
+                       store_->ClaimTask(parent.id, "runs", "w", kLongLease));
   ASSERT_TRUE(done.has_value());
   ASSERT_TRUE(store_->Complete(done->id, done->attempts, "r").ok());
 
@@ -1067,7 +1091,8 @@ TEST_P(JobStoreConformanceTest, CancellingAJobCancelsItsTasks) {
 TEST_P(JobStoreConformanceTest, TasksOfAnEndedJobStopAndAreNotStarted) {
   auto [parent, tasks] = RunningJobWithTasks(*store_, 2);
   ASSERT_EQ(tasks.size(), 2u);
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> running, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> running,
+                       store_->ClaimTask(parent.id, "runs", "w", kLongLease));
   ASSERT_TRUE(running.has_value());
   // The job fails (e.g. another of its tasks failed) without cancelling its tasks itself.
   ASSERT_TRUE(store_->Fail(parent.id, parent.attempts, absl::InternalError("boom")).ok());
@@ -1086,7 +1111,8 @@ TEST_P(JobStoreConformanceTest, ReleasedJobKeepsItsTasksRunning) {
   // are handed out first), and the job re-run finds its batch with the results so far.
   auto [parent, tasks] = RunningJobWithTasks(*store_, 2);
   ASSERT_EQ(tasks.size(), 2u);
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> t0, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> t0,
+                       store_->ClaimTask(parent.id, "runs", "w", kLongLease));
   ASSERT_TRUE(store_->Complete(t0->id, t0->attempts, "zero").ok());
   ASSERT_OK_AND_ASSIGN(int64_t released, store_->ReleaseLeases("parent-worker"));
   EXPECT_EQ(released, 1);
@@ -1106,7 +1132,7 @@ TEST_P(JobStoreConformanceTest, ReleasedJobKeepsItsTasksRunning) {
 
 TEST_P(JobStoreConformanceTest, PurgeTakesTasksWithTheirJobOnly) {
   auto [parent, tasks] = RunningJobWithTasks(*store_, 1);
-  ASSERT_OK_AND_ASSIGN(std::optional<Job> t, store_->ClaimTask(parent.id, "w", kLongLease));
+  ASSERT_OK_AND_ASSIGN(std::optional<Job> t, store_->ClaimTask(parent.id, "runs", "w", kLongLease));
   ASSERT_TRUE(store_->Complete(t->id, t->attempts, "r").ok());
   // The task finished long enough ago, but its job still runs: it stays.
   absl::SleepFor(absl::Milliseconds(20));

@@ -190,6 +190,7 @@ TEST(OpenJobStoreTest, SqliteMigratesVersion1) {
   }
   // Version 1 as it was: the task columns and their index did not exist.
   SqliteQuery(path, "DROP INDEX gpsel_jobs_tasks");
+  SqliteQuery(path, "DROP INDEX gpsel_jobs_claim_order");
   for (const char* column : {"parent_id", "task_batch", "task_index"}) {
     SqliteQuery(path, absl::StrCat("ALTER TABLE gpsel_jobs DROP COLUMN ", column));
   }

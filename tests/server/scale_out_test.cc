@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "bridge/convert.h"
 #include "jobs/evidence_job.h"
@@ -384,11 +385,16 @@ TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
   ASSERT_TRUE(reference.ok()) << reference.status();
   v1::EvidenceResult expected;
   ASSERT_TRUE(expected.ParseFromString(*reference));
-  const v1::EvidenceResult& got = done->evidence_result();
-  EXPECT_EQ(got.log_evidence(), expected.log_evidence());
-  EXPECT_EQ(got.log_evidence_error(), expected.log_evidence_error());
-  EXPECT_EQ(got.log_evidence_error_spread(), expected.log_evidence_error_spread());
-  EXPECT_EQ(got.likelihood_calls(), expected.likelihood_calls());
+  // Every field but the wall times, bit for bit.
+  v1::EvidenceResult got = done->evidence_result();
+  for (v1::EvidenceResult* r : {&got, &expected}) {
+    r->clear_seconds();
+    for (v1::NestedSamplingRun& run : *r->mutable_runs()) run.clear_seconds();
+  }
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, expected))
+      << "merged over servers:\n" << got.DebugString() << "\nin-process:\n"
+      << expected.DebugString();
+  EXPECT_NE(got.log_evidence(), 0.0);
   // Every run counted once: four runs, the four seeds of the job.
   ASSERT_EQ(got.runs_size(), kRuns);
   std::set<uint64_t> seeds;
@@ -397,15 +403,21 @@ TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
   for (int k = 0; k < kRuns; ++k) expected_seeds.insert(NestedSamplingRunSeed(11, k));
   EXPECT_EQ(seeds, expected_seeds);
 
-  // In the store: four tasks, each finished once; those the victim held were run again.
+  // In the store: four tasks, each succeeded, none started more than twice, and what the victim
+  // was running when it was seen was run again (unless it finished in the moment before the
+  // kill; it cannot all have).
   absl::StatusOr<std::vector<Job>> after =
       (*store)->ListTasks(id, kNestedRunsBatch, /*with_payloads=*/false);
   ASSERT_TRUE(after.ok()) << after.status();
   ASSERT_EQ(after->size(), static_cast<size_t>(kRuns));
+  int rerun_of_victims = 0;
   for (const Job& task : *after) {
     EXPECT_EQ(task.state, JobState::kSucceeded) << task.id;
-    EXPECT_EQ(task.attempts, victims_tasks.count(task.id) ? 2 : 1) << task.id;
+    EXPECT_GE(task.attempts, 1) << task.id;
+    EXPECT_LE(task.attempts, 2) << task.id;
+    rerun_of_victims += victims_tasks.count(task.id) && task.attempts == 2;
   }
+  EXPECT_GE(rerun_of_victims, 1);
   // Tasks are not jobs: the queue shows the one job.
   std::vector<v1::Job> jobs = AllJobs(*clients[survivor]);
   ASSERT_EQ(jobs.size(), 1u);
