@@ -324,6 +324,12 @@ TEST(CliTest, SearchKeptScoresEqualScoreWithTheCandidateSeed) {
     ++kept;
   }
   EXPECT_EQ(kept, 2) << "mll grows: both steps keep a kernel\n" << search.out;
+  // The text output lists the kept kernel besides the best one with its metrics.
+  CliRun text = RunGpsel("search --data " + kExample +
+                         " --base SE,LIN --depth 2 --metric mll --no-warm-start --threads 2"
+                         " --seed 5 --score-kept");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, testing::ContainsRegex("kept after step 1: [A-Z]+ +mll -?[0-9.]+ map"));
   // Not asked for: no kept scores.
   CliRun plain = RunGpsel("search --data " + kExample + " --base SE,LIN --depth 2 --json");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
