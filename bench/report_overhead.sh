@@ -5,7 +5,9 @@
 # Search and report alternate RUNS times (default 1), in-process, same seed and threads. Each
 # line gives wall and CPU seconds, and the report's own split of its wall time into stages
 # (search, scores, predict, figures): on a shared machine the split within one process is the
-# steadier measure of what the report adds, since load changes between two runs.
+# steadier measure of what the report adds, since load changes between two runs. The report's
+# search also scores the kernels it keeps with every metric (SearchOptions::score_kept_kernels),
+# which the plain search does not; the report prints what that took inside its search stage.
 #   bash bench/report_overhead.sh [BUILD_DIR] [RUNS] [KEEP_DIR]   (KEEP_DIR: keep the last report)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,7 @@ for i in $(seq 1 "$runs"); do
   kernels=$(grep -o '<tr[^>]*><td><code>' "$out/report/report.html" | wc -l)
   echo "run $i: search ${s_wall} s wall, ${s_cpu} s CPU; report ${r_wall} s wall, ${r_cpu} s CPU" \
     "(stages: ${stages}); chosen ${chosen}, ${kernels} kernels compared"
+  sed -n 's/^kernels compared: /  kernels compared: /p' "$out/last.txt"
   echo "$stages" | awk '{
     for (i = 1; i < NF; i += 2) { t[$i] = $(i + 1); total += $(i + 1) }
     printf "  within the report: search %.1f s, the rest %.1f s = +%.1f %% of the search\n",

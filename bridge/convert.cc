@@ -754,6 +754,7 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
   if (request.beam_width() != 0) options.beam_width = request.beam_width();
   if (request.has_warm_start()) options.warm_start = request.warm_start();
   options.threads = request.threads() == 0 ? 1 : request.threads();
+  options.score_kept_kernels = request.score_kept_kernels();
   ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
   options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
   if (absl::Status s = ViolationsStatus(violations); !s.ok()) return s;
@@ -768,6 +769,7 @@ void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* reque
   request->set_beam_width(options.beam_width);
   request->set_warm_start(options.warm_start);
   request->set_threads(options.threads);
+  request->set_score_kept_kernels(options.score_kept_kernels);
   ToProto(FitSettingsOf(options.score), request->mutable_fit());
   request->clear_metrics();
   for (Metric m : options.score.metrics) request->add_metrics(std::string(MetricName(m)));
@@ -804,6 +806,7 @@ void ToProto(const SearchResult& result, v1::SearchResult* proto) {
     s->set_improved(step.improved);
     s->set_best_score(step.best_score);
     s->set_seconds(step.seconds);
+    if (step.kept_score.has_value()) ToProto(*step.kept_score, s->mutable_kept_score());
   }
   proto->set_stop_reason(result.stop_reason);
   proto->set_candidates_scored(result.candidates_scored);
@@ -855,6 +858,7 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
     step.improved = s.improved();
     step.best_score = s.best_score();
     step.seconds = s.seconds();
+    if (s.has_kept_score()) step.kept_score = FromProto(s.kept_score());
     result.steps.push_back(std::move(step));
   }
   result.stop_reason = proto.stop_reason();

@@ -33,6 +33,7 @@ struct SearchFlags {
   int beam = 1;
   int threads = 0;
   bool warm_start = true;
+  bool score_kept = false;
 };
 
 int RunSearch(const SearchFlags& flags) {
@@ -51,6 +52,7 @@ int RunSearch(const SearchFlags& flags) {
   options.beam_width = flags.beam;
   options.threads = flags.threads;
   options.warm_start = flags.warm_start;
+  options.score_kept_kernels = flags.score_kept;
   options.score.fit.restarts = flags.fit.restarts;
   options.score.fit.seed = flags.fit.seed;
   options.score.standardize = !flags.fit.no_standardize;
@@ -116,6 +118,10 @@ CommandRunner SetupSearch(CLI::App& sub) {
                "also start each candidate's fit from its parent's optimum, the added part "
                "switched off, so a child never fits worse than the parent it contains "
                "(default; --no-warm-start as in the paper's search)");
+  sub.add_flag("--score-kept", flags->score_kept,
+               "also score each step's kept kernel with every metric, as the best kernel is "
+               "(steps[].kept_score in --json), reusing the search's fit of it; costs one more "
+               "MLL + MAP fit per kept kernel other than the best");
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   return [flags] { return RunSearch(*flags); };

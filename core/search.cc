@@ -549,6 +549,18 @@ std::string SearchResult::Summary() const {
   absl::StrAppendFormat(&out, "stopped: %s\n", stop_reason);
   absl::StrAppendFormat(&out, "%d candidates fitted, %d from cache, %d failed, %.2f s\n",
                         candidates_scored, cache_hits, failures, seconds);
+  // Kept kernels scored with every metric (score_kept_kernels), besides the best one below.
+  for (const SearchStep& step : steps) {
+    if (!step.kept_score || step.kept_score->kernel == best.kernel) continue;
+    absl::StrAppendFormat(&out, "kept after step %d: %s  ", step.depth, step.kept_score->kernel);
+    for (Metric m : AllMetrics()) {
+      auto it = step.kept_score->metrics.find(std::string(MetricName(m)));
+      if (it != step.kept_score->metrics.end()) {
+        absl::StrAppendFormat(&out, " %s %.4f", it->first, it->second);
+      }
+    }
+    out += "\n";
+  }
   out += best.Summary();
   return out;
 }
@@ -577,6 +589,11 @@ class KernelSearchRun {
   // Scores every slot (cache or pool); returns the callback's status when cancelled.
   absl::Status ScoreStep(int depth, std::vector<Slot>& slots);
   absl::Status ReportCandidate(int depth, const Slot& slot, int done, int total);
+  // `slot`'s kernel scored with every paper metric (plus options.score.metrics and the search
+  // metric), with its candidate's seed and warm start; the default scorer's fit of it is reused,
+  // so only the fits the other metrics need are made. Progress: stage "rescore", this being
+  // re-score `index` of `count`.
+  absl::StatusOr<KernelScore> RescoreWithEveryMetric(const Slot& slot, int index, int count);
   bool Cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
   const Dataset& data_;
@@ -664,6 +681,49 @@ absl::Status KernelSearchRun::ReportCandidate(int depth, const Slot& slot, int d
                           best_for_progress_->first);
   }
   return progress_(progress);
+}
+
+absl::StatusOr<KernelScore> KernelSearchRun::RescoreWithEveryMetric(const Slot& slot, int index,
+                                                                    int count) {
+  ScoreOptions final_options = score_options_;
+  final_options.fit.seed = slot.record.seed;
+  AddNestedStart(slot.warm_start, final_options.fit);
+  final_options.hyperparameters = SettingsForKernel(slot.kernel, options_.score.hyperparameters);
+  std::vector<Metric> metrics = PaperMetrics();
+  for (Metric metric : options_.score.metrics) {
+    if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) {
+      metrics.push_back(metric);
+    }
+  }
+  if (core_metric_ &&
+      std::find(metrics.begin(), metrics.end(), *core_metric_) == metrics.end()) {
+    metrics.push_back(*core_metric_);
+  }
+  final_options.metrics = metrics;
+  // The re-scores are a phase of their own (stage "rescore"), with the fits' own fractions from
+  // 0 to 1, so that a progress display shows it moving and can time it (core/progress_clock.h)
+  // instead of sitting at the candidates' 100 %.
+  // Its fits report fractions per stage (MLL fit, polish, Laplace Hessian) that need not rise
+  // across stages, so the phase shows their running maximum.
+  double rescore_fraction = 0.0;
+  const ProgressCallback final_progress =
+      [this, &slot, &rescore_fraction, index, count](const Progress& inner) -> absl::Status {
+    if (inner.poll_only) return ReportProgress(progress_, inner);
+    Progress progress;
+    progress.stage = "rescore";
+    rescore_fraction = std::max(rescore_fraction, inner.fraction);
+    progress.fraction = (index + rescore_fraction) / std::max(count, 1);
+    progress.message = absl::StrCat("re-scoring ", slot.record.kernel, " with every metric",
+                                    count > 1 ? absl::StrCat(" (", index + 1, "/", count, ")") : "",
+                                    ": ", inner.stage, " ", inner.message);
+    return ReportProgress(progress_, progress);
+  };
+  // The default scorer's fits are reused: only the fits the other metrics need are made (e.g.
+  // the MLL fit after a Lap0 search).
+  return !options_.scorer && slot.result.ok()
+             ? ScoreKernelReusingFits(data_, slot.kernel, final_options, slot.result->details,
+                                      final_progress)
+             : ScoreKernel(data_, slot.kernel, final_options, final_progress);
 }
 
 absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
@@ -802,6 +862,9 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
 
   std::vector<KernelExpr> beam;
   std::optional<Slot> best;
+  // With score_kept_kernels: each improving step's kept kernel (its best candidate), by the
+  // index its step will have in result.steps; scored with every metric after the search.
+  std::map<size_t, Slot> kept_slots;
   for (int depth = 1; depth <= options_.max_depth; ++depth) {
     const auto step_start = std::chrono::steady_clock::now();
     SearchStep step;
@@ -895,6 +958,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     step.improved = !best.has_value() || step_best.record.score > best->record.score;
     if (step.improved) {
       best = step_best;
+      if (options_.score_kept_kernels) kept_slots.emplace(result.steps.size(), step_best);
       beam.clear();
       beam_scores_.clear();
       for (size_t r = 0; r < ranked.size() && static_cast<int>(r) < options_.beam_width; ++r) {
@@ -920,50 +984,16 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   }
 
   // The best kernel with every metric, fitted exactly as in the search (same seed and warm
-  // start, hence the same optima).
+  // start, hence the same optima); with score_kept_kernels, each step's kept kernel too.
   result.best_kernel = best->kernel;
   result.best_score = best->record.score;
   result.best_uncertainty = best->record.uncertainty;
-  ScoreOptions final_options = score_options_;
-  final_options.fit.seed = best->record.seed;
-  AddNestedStart(best->warm_start, final_options.fit);
-  final_options.hyperparameters =
-      SettingsForKernel(best->kernel, options_.score.hyperparameters);
-  std::vector<Metric> metrics = PaperMetrics();
-  for (Metric metric : options_.score.metrics) {
-    if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) {
-      metrics.push_back(metric);
-    }
+  std::vector<std::pair<size_t, const Slot*>> kept_to_score;  // (step index, its kept slot)
+  for (const auto& [step_index, slot] : kept_slots) {
+    if (slot.kernel != best->kernel) kept_to_score.emplace_back(step_index, &slot);
   }
-  if (core_metric_ &&
-      std::find(metrics.begin(), metrics.end(), *core_metric_) == metrics.end()) {
-    metrics.push_back(*core_metric_);
-  }
-  final_options.metrics = metrics;
-  // The re-score is a phase of its own (stage "rescore"), with the fits' own fractions from 0 to
-  // 1, so that a progress display shows it moving and can time it (core/progress_clock.h)
-  // instead of sitting at the candidates' 100 %.
-  // Its fits report fractions per stage (MLL fit, polish, Laplace Hessian) that need not rise
-  // across stages, so the phase shows their running maximum.
-  double rescore_fraction = 0.0;
-  const ProgressCallback final_progress =
-      [this, &best, &rescore_fraction](const Progress& inner) -> absl::Status {
-    if (inner.poll_only) return ReportProgress(progress_, inner);
-    Progress progress;
-    progress.stage = "rescore";
-    rescore_fraction = std::max(rescore_fraction, inner.fraction);
-    progress.fraction = rescore_fraction;
-    progress.message = absl::StrCat("re-scoring ", best->record.kernel,
-                                    " with every metric: ", inner.stage, " ", inner.message);
-    return ReportProgress(progress_, progress);
-  };
-  // The default scorer's fits of the best kernel are reused: only the fits the other metrics
-  // need are made (e.g. the MLL fit after a Lap0 search).
-  absl::StatusOr<KernelScore> final_score =
-      !options_.scorer && best->result.ok()
-          ? ScoreKernelReusingFits(data_, best->kernel, final_options, best->result->details,
-                                   final_progress)
-          : ScoreKernel(data_, best->kernel, final_options, final_progress);
+  const int rescores = 1 + static_cast<int>(kept_to_score.size());
+  absl::StatusOr<KernelScore> final_score = RescoreWithEveryMetric(*best, 0, rescores);
   if (final_score.ok()) {
     result.best = *std::move(final_score);
   } else if (absl::IsInvalidArgument(final_score.status()) ||
@@ -973,12 +1003,29 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   } else {
     return final_score.status();
   }
+  for (size_t k = 0; k < kept_to_score.size(); ++k) {
+    const auto& [step_index, slot] = kept_to_score[k];
+    absl::StatusOr<KernelScore> kept =
+        RescoreWithEveryMetric(*slot, static_cast<int>(k) + 1, rescores);
+    if (kept.ok()) {
+      if (!core_metric_) kept->metrics[options_.metric] = slot->record.score;
+      result.steps[step_index].kept_score = *std::move(kept);
+    } else if (!absl::IsInvalidArgument(kept.status()) &&
+               !absl::IsFailedPrecondition(kept.status())) {
+      return kept.status();
+    }
+    // Otherwise (a custom scorer's kernel that ScoreKernel cannot fit) the step has no
+    // kept_score, and a caller that needs one scores the kernel itself.
+  }
   if (!core_metric_) result.best.metrics[options_.metric] = result.best_score;
   // The re-score makes both fits together (cross-seeded, and from the candidate's own optimum),
   // so its value is at least the candidate's: report the best kernel's score from it.
   if (core_metric_) {
     auto value = result.best.metrics.find(std::string(MetricName(*core_metric_)));
     if (value != result.best.metrics.end()) result.best_score = value->second;
+  }
+  for (const auto& [step_index, slot] : kept_slots) {
+    if (slot.kernel == best->kernel) result.steps[step_index].kept_score = result.best;
   }
 
   result.seconds = SecondsSince(start);

@@ -207,6 +207,12 @@ struct SearchOptions {
   ScoreOptions score;
   // Custom scorer (e.g. nested-sampling evidence); empty = MakeMetricScorer(metric, score).
   CandidateScorer scorer;
+  // Also score each step's kept kernel (the first of SearchStep::chosen) with every metric, as
+  // `best` is (SearchStep::kept_score), reusing the fit the search made of it. Off by default:
+  // for a kept kernel other than the best this costs one more joint MLL + MAP fit (the search
+  // itself needs only the fits of `metric`). `gpsel report --search` sets it, so that the
+  // kernels of the search's path are not fitted a second time for its comparison.
+  bool score_kept_kernels = false;
 
   // Checks that need no data: INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
@@ -236,6 +242,12 @@ struct SearchStep {
   bool improved = false;                // the step's best beat the best kernel so far
   double best_score = 0.0;              // best score of this step's successful candidates
   double seconds = 0.0;
+  // With SearchOptions::score_kept_kernels, chosen.front() scored with every metric exactly as
+  // SearchResult::best is (same seed and warm start as its candidate, whose fit is reused; equal
+  // to `best` for the best kernel's step). Absent otherwise and for a step that kept nothing.
+  // Its value of the search metric can exceed the candidate's score: the re-score makes both
+  // fits together, cross-seeded and starting from the candidate's optimum too.
+  std::optional<KernelScore> kept_score;
 };
 
 struct SearchResult {

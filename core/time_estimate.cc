@@ -177,14 +177,21 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
     evaluations += cost.evaluations * static_cast<double>(count);
     candidates += count;
   }
-  // The best kernel is re-scored with every metric.
-  const FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, options.score.fit.restarts, 1, true);
+  // The best kernel is re-scored with every metric; with score_kept_kernels so is the kernel
+  // kept after each earlier step (d base kernels after step d).
+  FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, options.score.fit.restarts, 1, true);
+  const int kept_rescores = options.score_kept_kernels ? depth - 1 : 0;
+  for (int step = 1; step <= kept_rescores; ++step) {
+    const FitCost kept = KernelFitCost(n, 2 * step + 1, 2, options.score.fit.restarts, 1, true);
+    rescore.seconds += kept.seconds;
+    rescore.evaluations += kept.evaluations;
+  }
   TimeEstimate estimate;
   estimate.seconds = seconds + rescore.seconds;
   estimate.likelihood_evaluations = evaluations + rescore.evaluations;
   estimate.breakdown = absl::StrFormat(
-      "n = %d: depth %d, ~%d candidates of %d fit(s) each on %d thread(s), then the re-score", n,
-      depth, candidates, fits, threads);
+      "n = %d: depth %d, ~%d candidates of %d fit(s) each on %d thread(s), then %d re-score%s",
+      n, depth, candidates, fits, threads, 1 + kept_rescores, kept_rescores > 0 ? "s" : "");
   return estimate;
 }
 

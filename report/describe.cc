@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace {
 struct Factor {
   BaseKernel base = BaseKernel::kSE;
   std::map<std::string, double> values;  // by the base kernel's parameter name ("lengthscale")
+  int column = -1;                       // the input column it reads (SE[1]); -1 = all of x
 };
 
 // What the rules read: the factors of one summand (a product of base kernels, or one).
@@ -28,6 +30,7 @@ struct Summand {
   // The non-periodic stationary summand of the kernel with the longest lengthscale: it carries
   // the slowest change, the trend, if anything does.
   bool slowest = false;
+  double amplitude = -1.0;  // in y's units; negative when not given (DescribeKernel's amplitudes)
   int Count(BaseKernel base) const {
     return static_cast<int>(std::count_if(factors.begin(), factors.end(),
                                           [base](const Factor& f) { return f.base == base; }));
@@ -158,8 +161,36 @@ const std::vector<Rule>& NounRules() {
   return rules;
 }
 
+// The columns the pinned factors read, as "x1" or the column's name, by column index.
+std::string PinnedColumns(const Summand& s, const Units& u) {
+  std::set<int> columns;
+  for (const Factor& f : s.factors) {
+    if (f.column >= 0) columns.insert(f.column);
+  }
+  std::vector<std::string> names;
+  for (int column : columns) {
+    const bool named = column < static_cast<int>(u.x_columns.size()) &&
+                       !u.x_columns[column].empty();
+    names.push_back(named ? u.x_columns[column] : absl::StrCat("x", column));
+  }
+  return absl::StrJoin(names, " and ");
+}
+
 const std::vector<Rule>& ModifierRules() {
   static const std::vector<Rule> rules = {
+      {"input column",  // a factor pinned to one column of x (SE[1]): where the change happens
+       0, [](const Summand& s, const Units& u) { return !PinnedColumns(s, u).empty(); },
+       [](const Summand& s, const Units& u) { return absl::StrCat("in ", PinnedColumns(s, u)); }},
+      {"amplitude",  // the component's size in y's units (not for a constant offset)
+       0,
+       [](const Summand& s, const Units&) {
+         return s.amplitude > 0 && std::any_of(s.factors.begin(), s.factors.end(), [](const Factor& f) {
+                  return f.base != BaseKernel::kConst;
+                });
+       },
+       [](const Summand& s, const Units& u) {
+         return absl::StrCat("of amplitude about ", WithUnit(s.amplitude, u.y));
+       }},
       {"drifting shape",  // PER × stationary: the periodic shape changes over that lengthscale
        0,
        [](const Summand& s, const Units&) {
@@ -229,10 +260,10 @@ std::string About(double value) {
   return text;
 }
 
-absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
-                                                 const std::map<std::string, double>& values,
-                                                 const Standardization& standardization,
-                                                 const Units& units) {
+absl::StatusOr<KernelDescription> DescribeKernel(
+    const KernelExpr& kernel, const std::map<std::string, double>& values,
+    const Standardization& standardization, const Units& units,
+    const std::map<std::string, double>& amplitudes) {
   absl::StatusOr<std::vector<HyperparameterInfo>> names = DescribeHyperparameters(kernel, {});
   if (!names.ok()) return names.status();
   auto value_of = [&values](const std::string& name) -> absl::StatusOr<double> {
@@ -255,12 +286,16 @@ absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
     for (const KernelExpr* leaf : leaves) {
       Factor factor;
       factor.base = leaf->base;
+      factor.column = leaf->active_dim;
       for (const std::string& parameter : BaseKernelParameterNames(leaf->base)) {
         absl::StatusOr<double> v = value_of((*names)[next_name++].name);
         if (!v.ok()) return v.status();
         factor.values[parameter] = *v;
       }
       summand.factors.push_back(std::move(factor));
+    }
+    if (auto amplitude = amplitudes.find(ToString(part)); amplitude != amplitudes.end()) {
+      summand.amplitude = amplitude->second;
     }
     summands.push_back(std::move(summand));
   }

@@ -7,7 +7,8 @@
 //   Units units{"years", "ppm", /*x_range=*/45.0};
 //   DescribeKernel(*ParseKernel("C*SE + C*PER*SE"), fit.values, standardization, units)
 //   // "a smooth trend varying over about 11 years, plus a yearly periodic component whose
-//   //  shape drifts over about 4 years, plus noise of sd 0.3 ppm"
+//   //  shape drifts over about 4 years, plus noise of sd 0.3 ppm"; with amplitudes, "a yearly
+//   //  periodic component of amplitude about 2 ppm whose shape ..."
 #ifndef GPSEL_REPORT_DESCRIBE_H_
 #define GPSEL_REPORT_DESCRIBE_H_
 
@@ -25,6 +26,9 @@ struct Units {
   std::string x;         // unit of x, plural ("years", "days"); empty: "units of x"
   std::string y;         // unit of y ("ppm"); empty: none
   double x_range = 0.0;  // max x − min x of the data (0: unknown); tells a trend from wiggles
+  // Names of x's columns (e.g. the CSV header's), by index: a base kernel pinned to column d
+  // (SE[d]) is said to be "in <name>"; "in xd" when the name is missing or empty.
+  std::vector<std::string> x_columns;
 };
 
 // One summand's words and the numbers they used (natural values in the user's units).
@@ -43,11 +47,14 @@ struct KernelDescription {
 
 // `values`: natural values by parameter name, as FitResult::values (user units of x); a value
 // missing for a parameter is INVALID_ARGUMENT naming it. `standardization`: of the y the fit
-// saw, so that variances are reported in y's own units.
-absl::StatusOr<KernelDescription> DescribeKernel(const KernelExpr& kernel,
-                                                 const std::map<std::string, double>& values,
-                                                 const Standardization& standardization,
-                                                 const Units& units);
+// saw, so that variances are reported in y's own units. `amplitudes`: by canonical summand text,
+// the summand's amplitude in y's units, said as "of amplitude about 2 ppm" (the report passes
+// the sd of the summand's posterior mean over the data's range, ComponentAmplitudes); a summand
+// without one, or a constant offset, gets no amplitude.
+absl::StatusOr<KernelDescription> DescribeKernel(
+    const KernelExpr& kernel, const std::map<std::string, double>& values,
+    const Standardization& standardization, const Units& units,
+    const std::map<std::string, double>& amplitudes = {});
 
 // The unit a column name implies when it names a time unit ("year", "Years", "month", "day",
 // "hours", "time (days)" ...): the plural ("years"); empty otherwise.

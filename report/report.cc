@@ -692,6 +692,47 @@ Eigen::MatrixXd FitGrid(const Dataset& data, int points) {
   return Eigen::VectorXd::LinSpaced(points, lo - pad, hi + pad);
 }
 
+std::map<std::string, double> ComponentAmplitudes(const ReportInputs& in) {
+  std::map<std::string, double> amplitudes;
+  if (in.data.num_dims() != 1 || in.grid.cols() != 1 || in.data.num_points() == 0) {
+    return amplitudes;
+  }
+  const double lo = in.data.x.col(0).minCoeff(), hi = in.data.x.col(0).maxCoeff();
+  for (const PredictionComponent& c : in.on_grid.prediction.components) {
+    if (c.mean.size() != in.grid.rows()) continue;
+    // Only where there are data: beyond them a summand's mean falls back to its prior mean.
+    double sum = 0, sum_squares = 0;
+    int count = 0;
+    for (Eigen::Index i = 0; i < in.grid.rows(); ++i) {
+      if (in.grid(i, 0) < lo || in.grid(i, 0) > hi) continue;
+      sum += c.mean[i];
+      sum_squares += c.mean[i] * c.mean[i];
+      ++count;
+    }
+    if (count < 2) continue;
+    const double mean = sum / count;
+    amplitudes[c.kernel] = std::sqrt(std::max(0.0, sum_squares / count - mean * mean));
+  }
+  return amplitudes;
+}
+
+namespace {
+// The chosen kernel in words (report/describe.h): its fit for the metric, the data's x range,
+// the summands' amplitudes.
+absl::StatusOr<KernelDescription> DescribeChosen(const ReportInputs& in) {
+  absl::StatusOr<KernelExpr> kernel = ParseKernel(in.chosen.kernel);
+  if (!kernel.ok()) return kernel.status();
+  const FitResult* fit = FitForMetric(in.chosen, in.metric);
+  if (fit == nullptr) return absl::InvalidArgumentError("chosen: has no fit");
+  Units units = in.units;
+  if (units.x_range <= 0 && in.data.num_dims() == 1) {
+    units.x_range = in.data.x.col(0).maxCoeff() - in.data.x.col(0).minCoeff();
+  }
+  return DescribeKernel(*kernel, fit->values, in.chosen.standardization, units,
+                        ComponentAmplitudes(in));
+}
+}  // namespace
+
 absl::StatusOr<std::vector<FigureSpec>> BuildFigures(const ReportInputs& in,
                                                      std::vector<std::string>* omitted) {
   const int n = in.data.num_points();
@@ -703,16 +744,7 @@ absl::StatusOr<std::vector<FigureSpec>> BuildFigures(const ReportInputs& in,
   }
   if (in.chosen.kernel.empty()) return absl::InvalidArgumentError("chosen: no kernel");
   std::vector<FigureSpec> figures;
-  absl::StatusOr<KernelExpr> kernel = ParseKernel(in.chosen.kernel);
-  if (!kernel.ok()) return kernel.status();
-  const FitResult* fit = FitForMetric(in.chosen, in.metric);
-  if (fit == nullptr) return absl::InvalidArgumentError("chosen: has no fit");
-  Units units = in.units;
-  if (units.x_range <= 0 && in.data.num_dims() == 1) {
-    units.x_range = in.data.x.col(0).maxCoeff() - in.data.x.col(0).minCoeff();
-  }
-  absl::StatusOr<KernelDescription> words =
-      DescribeKernel(*kernel, fit->values, in.chosen.standardization, units);
+  absl::StatusOr<KernelDescription> words = DescribeChosen(in);  // checks the kernel and fit
   if (!words.ok()) return words.status();
 
   const bool one_d = in.data.num_dims() == 1 && in.grid.rows() > 0;
@@ -766,13 +798,7 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
     return absl::InternalError(
         absl::StrCat("out_dir: cannot create ", options.out_dir, ": ", error.message()));
   }
-  Units units = in.units;
-  if (units.x_range <= 0 && in.data.num_dims() == 1) {
-    units.x_range = in.data.x.col(0).maxCoeff() - in.data.x.col(0).minCoeff();
-  }
-  const FitResult* fit = FitForMetric(in.chosen, in.metric);
-  absl::StatusOr<KernelDescription> words =
-      DescribeKernel(*ParseKernel(in.chosen.kernel), fit->values, in.chosen.standardization, units);
+  absl::StatusOr<KernelDescription> words = DescribeChosen(in);
   if (!words.ok()) return words.status();
   result.description = *words;
   result.chosen_kernel = in.chosen.kernel;

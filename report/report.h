@@ -20,6 +20,7 @@
 #define GPSEL_REPORT_REPORT_H_
 
 #include <Eigen/Dense>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,6 +95,11 @@ struct ReportResult {
 
 // The fit whose values a metric uses: MLL for mll/aic/bic, MAP otherwise (null when absent).
 const FitResult* FitForMetric(const KernelScore& score, std::string_view metric);
+
+// Each summand's amplitude for the words (DescribeKernel's `amplitudes`): the sd of its
+// posterior mean (on_grid's components, y's units) over the grid points within the data's x
+// range, by canonical summand text. Empty when there is no grid (x with several columns).
+std::map<std::string, double> ComponentAmplitudes(const ReportInputs& inputs);
 
 // Inputs for the fit figures: `points` evenly spaced x over the data's range widened by 5 % on
 // each side (1-D x; an empty matrix otherwise).

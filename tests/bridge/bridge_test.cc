@@ -123,6 +123,7 @@ TEST(BridgeRoundTripTest, SearchRequestKeepsEveryOption) {
   options.beam_width = 3;
   options.threads = 2;
   options.warm_start = false;
+  options.score_kept_kernels = true;
   options.score = UnusualScoreOptions();
   const v1::SearchRequest request = bridge::SearchRequestOf(Example(), options);
   absl::StatusOr<SearchOptions> back = bridge::SearchOptionsFromProto(request);
@@ -131,6 +132,13 @@ TEST(BridgeRoundTripTest, SearchRequestKeepsEveryOption) {
   EXPECT_EQ(back->metric, "bic");
   EXPECT_EQ(back->beam_width, 3);
   EXPECT_FALSE(back->warm_start);
+  EXPECT_TRUE(back->score_kept_kernels);
+  // An old client's request (field 10 unset) asks for no kept scores.
+  v1::SearchRequest old_client = request;
+  old_client.clear_score_kept_kernels();
+  absl::StatusOr<SearchOptions> old_options = bridge::SearchOptionsFromProto(old_client);
+  ASSERT_TRUE(old_options.ok()) << old_options.status();
+  EXPECT_FALSE(old_options->score_kept_kernels);
   EXPECT_EQ(back->base_kernels.size(), 3u);
   const v1::SearchRequest again = bridge::SearchRequestOf(Example(), *back);
   EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
@@ -333,6 +341,28 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   absl::StatusOr<SearchResult> search = RunKernelSearch(data, search_options);
   ASSERT_TRUE(search.ok()) << search.status();
   ExpectStableRoundTrip<SearchResult, v1::SearchResult>(*search);
+  // With the kept kernels' scores: each crosses the wire whole, and only where there is one.
+  search_options.score_kept_kernels = true;
+  absl::StatusOr<SearchResult> kept = RunKernelSearch(data, search_options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ExpectStableRoundTrip<SearchResult, v1::SearchResult>(*kept);
+  v1::SearchResult kept_message;
+  bridge::ToProto(*kept, &kept_message);
+  absl::StatusOr<SearchResult> kept_back = bridge::FromProto(kept_message);
+  ASSERT_TRUE(kept_back.ok()) << kept_back.status();
+  ASSERT_EQ(kept_back->steps.size(), kept->steps.size());
+  for (size_t s = 0; s < kept->steps.size(); ++s) {
+    ASSERT_EQ(kept_back->steps[s].kept_score.has_value(), kept->steps[s].kept_score.has_value());
+    EXPECT_EQ(kept_message.steps(s).has_kept_score(), !kept->steps[s].chosen.empty());
+    if (!kept->steps[s].kept_score) continue;
+    EXPECT_EQ(kept_back->steps[s].kept_score->kernel, kept->steps[s].chosen.front());
+    EXPECT_EQ(kept_back->steps[s].kept_score->metrics, kept->steps[s].kept_score->metrics);
+  }
+  v1::SearchResult plain_message;
+  bridge::ToProto(*search, &plain_message);
+  for (const v1::SearchStep& step : plain_message.steps()) {
+    EXPECT_FALSE(step.has_kept_score()) << "not asked for";
+  }
 
   const Progress progress{"search", 0.25, "step 1/2"};
   v1::Progress p;

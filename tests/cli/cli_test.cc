@@ -265,6 +265,8 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
   } cases[] = {
       {"score", "score --data " + kExample + " --kernel SE --no-standardize --json"},
       {"search", "search --data " + kExample + " --base SE,LIN --depth 1 --threads 1 --json"},
+      {"search_kept", "search --data " + kExample +
+                          " --base SE,LIN --depth 1 --threads 1 --score-kept --json"},
       {"evidence", "evidence --data " + kExample +
                        " --kernel SE --no-standardize --nlive 50 --dlogz 0.5 --json"},
       {"evidence_is", "evidence --data " + kExample +
@@ -284,6 +286,54 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
     EXPECT_EQ(run.out.find("numHyperparameters"), std::string::npos);
     EXPECT_EQ(run.out.find("logLikelihood"), std::string::npos);
   }
+}
+
+// `search --score-kept`: each kept kernel's steps[].kept_score is what `score` prints for that
+// kernel with its candidate's seed (no warm start, so the search's fit of it had no other start).
+TEST(CliTest, SearchKeptScoresEqualScoreWithTheCandidateSeed) {
+  CliRun search = RunGpsel("search --data " + kExample +
+                           " --base SE,LIN --depth 2 --metric mll --no-warm-start --threads 2"
+                           " --seed 5 --score-kept --json");
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  nlohmann::json j = nlohmann::json::parse(search.out);
+  int kept = 0;
+  for (const auto& step : j["steps"]) {
+    if (!step.contains("kept_score")) {
+      EXPECT_FALSE(step.contains("chosen")) << "a step that kept a kernel has its score";
+      continue;
+    }
+    const std::string kernel = step["chosen"][0].get<std::string>();
+    SCOPED_TRACE(kernel);
+    EXPECT_EQ(step["kept_score"]["kernel"], kernel);
+    std::string seed;
+    for (const auto& candidate : step["candidates"]) {
+      if (candidate["kernel"] == kernel) seed = candidate["seed"].get<std::string>();  // uint64
+    }
+    ASSERT_FALSE(seed.empty());
+    CliRun score =
+        RunGpsel("score --data " + kExample + " --kernel '" + kernel + "' --seed " + seed + " --json");
+    ASSERT_EQ(score.exit_code, 0) << score.err;
+    const nlohmann::json reference = nlohmann::json::parse(score.out)["scores"][0];
+    for (const char* metric : {"mll", "map", "aic", "bic", "lap", "lap0", "lap_aic", "lap_bic"}) {
+      if (!reference["metrics"].contains(metric)) continue;  // undefined Lap: absent in both
+      const double expected = reference["metrics"][metric].get<double>();
+      EXPECT_NEAR(step["kept_score"]["metrics"][metric].get<double>(), expected,
+                  1e-7 * std::max(1.0, std::abs(expected)))
+          << metric;
+    }
+    ++kept;
+  }
+  EXPECT_EQ(kept, 2) << "mll grows: both steps keep a kernel\n" << search.out;
+  // The text output lists the kept kernel besides the best one with its metrics.
+  CliRun text = RunGpsel("search --data " + kExample +
+                         " --base SE,LIN --depth 2 --metric mll --no-warm-start --threads 2"
+                         " --seed 5 --score-kept");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, testing::ContainsRegex("kept after step 1: [A-Z]+ +mll -?[0-9.]+ map"));
+  // Not asked for: no kept scores.
+  CliRun plain = RunGpsel("search --data " + kExample + " --base SE,LIN --depth 2 --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("kept_score"), std::string::npos);
 }
 
 // `evidence --method`: importance sampling and auto print the method, its diagnostics and the
@@ -372,6 +422,31 @@ TEST(CliReportTest, WritesThePageAndFiguresOfTheChosenKernel) {
   }
   // Given kernels, no search and no evidence: those figures are left out, and the page says so.
   EXPECT_THAT(page, testing::HasSubstr("search: the kernels were given"));
+}
+
+// With --search, the kernels of the search's path come scored with the search: the report fits
+// only a --kernel the search did not score, and has no "scores" stage without one.
+TEST(CliReportTest, SearchedKernelsAreNotScoredAgain) {
+  const std::string out = testing::TempDir() + "/report_search_" + std::to_string(getpid());
+  const std::string args = "report --data " + kExample +
+                           " --search --base SE,LIN --depth 2 --metric mll --restarts 2 --out " + out;
+  CliRun alone = RunGpsel(args);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_THAT(alone.out,
+              testing::ContainsRegex("kernels compared: 2 scored by the search \\(its kept kernels' "
+                                     "scores took [0-9.]+ s\\), 0 scored for the report"));
+  EXPECT_THAT(alone.out, testing::ContainsRegex("seconds: search [0-9.]+ predict"));
+
+  CliRun extra = RunGpsel(args + " --kernel 'SE*LIN + LIN'");
+  ASSERT_EQ(extra.exit_code, 0) << extra.err;
+  EXPECT_THAT(extra.out,
+              testing::ContainsRegex("kernels compared: 2 scored by the search \\(.*\\), 1 scored for "
+                                     "the report"));
+  EXPECT_THAT(extra.out, testing::ContainsRegex("seconds: search [0-9.]+ scores [0-9.]+ predict"));
+  // A --kernel the search kept is not scored again either.
+  CliRun repeated = RunGpsel(args + " --kernel SE --kernel LIN");
+  ASSERT_EQ(repeated.exit_code, 0) << repeated.err;
+  EXPECT_THAT(repeated.out, testing::ContainsRegex("scored by the search \\(.*\\), 1 scored for the report"));
 }
 
 TEST(CliReportTest, BadFlagsExitWithCodeTwoAndAMessage) {

@@ -535,5 +535,80 @@ TEST(SearchRecognitionTest, SharedCacheServesOtherMetricsWithIdenticalResults) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// score_kept_kernels: every kept kernel's score is what ScoreKernel gives for it with its
+// candidate's seed (the independent reference: no warm start here, so the candidate's fit had
+// no other start), and asking for them changes nothing else in the search. MLL grows with every
+// step (SearchRecognitionTest.LaplaceAndBicFindTheGeneratingKernelMllOverfits), so all three
+// steps keep a kernel and two of them are not the best.
+TEST(SearchRecognitionTest, KeptKernelsScoresEqualScoreKernelWithTheirSeed) {
+  // A trend with two wiggles: MLL keeps growing through all three steps even without warm starts.
+  Dataset data;
+  data.x = Eigen::VectorXd::LinSpaced(60, 0.0, 4.0);
+  data.y.resize(60);
+  std::mt19937_64 rng(1);
+  std::normal_distribution<double> noise(0.0, 0.1);
+  for (int i = 0; i < 60; ++i) {
+    const double x = data.x(i, 0);
+    data.y[i] = 2.0 * x + 0.5 * std::sin(3.0 * x) + 0.3 * std::sin(7.3 * x) + noise(rng);
+  }
+  SearchOptions options;
+  options.base_kernels = Bases("SE,LIN");
+  options.metric = "mll";
+  options.max_depth = 3;
+  options.threads = 2;
+  options.warm_start = false;
+  options.score.fit.restarts = 3;
+  options.score.fit.seed = 11;
+  absl::StatusOr<SearchResult> plain = RunKernelSearch(data, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  options.score_kept_kernels = true;
+  absl::StatusOr<SearchResult> kept = RunKernelSearch(data, options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+
+  // The same search.
+  EXPECT_EQ(ChosenPerStep(*kept), ChosenPerStep(*plain));
+  EXPECT_EQ(kept->best.metrics, plain->best.metrics);
+  int kept_steps = 0;
+  for (size_t s = 0; s < plain->steps.size(); ++s) {
+    EXPECT_FALSE(plain->steps[s].kept_score.has_value()) << "not asked for";
+    EXPECT_EQ(kept->steps[s].kept_score.has_value(), !kept->steps[s].chosen.empty());
+    kept_steps += kept->steps[s].kept_score.has_value();
+  }
+  ASSERT_EQ(kept_steps, 3) << kept->Summary();
+
+  for (const SearchStep& step : kept->steps) {
+    if (!step.kept_score) continue;
+    const std::string& text = step.chosen.front();
+    SCOPED_TRACE(text);
+    const KernelScore& from_search = *step.kept_score;
+    EXPECT_EQ(from_search.kernel, text);
+    if (text == ToString(kept->best_kernel)) {
+      EXPECT_EQ(from_search.metrics, kept->best.metrics) << "the best kernel's step has `best`";
+    }
+    ScoreOptions reference_options;
+    reference_options.fit.restarts = 3;
+    reference_options.fit.seed = CandidateSeed(11, text);
+    absl::StatusOr<KernelScore> reference = ScoreKernel(data, Kernel(text), reference_options);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    ASSERT_TRUE(from_search.mll_fit.has_value());
+    ASSERT_TRUE(from_search.map_fit.has_value());
+    ASSERT_TRUE(from_search.laplace.has_value());
+    for (Metric metric : PaperMetrics()) {
+      const std::string name(MetricName(metric));
+      ASSERT_TRUE(reference->metrics.count(name)) << name;
+      ASSERT_TRUE(from_search.metrics.count(name)) << name;
+      EXPECT_NEAR(from_search.metrics.at(name), reference->metrics.at(name),
+                  1e-7 * std::max(1.0, std::abs(reference->metrics.at(name))))
+          << name;
+    }
+    // The search metric's value is at least the candidate's (the re-score also starts there).
+    for (const CandidateRecord& c : step.candidates) {
+      if (c.kernel == text) {
+        EXPECT_GE(from_search.metrics.at("mll"), c.score - 1e-9);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpsel

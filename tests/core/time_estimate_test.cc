@@ -66,6 +66,24 @@ TEST(TimeEstimateTest, SearchCostsMoreThanItsFirstStepAndGrowsWithDepth) {
   EXPECT_LT(EstimateSearchTime(Points(1000), options).seconds, 0.7 * three_steps);
 }
 
+// score_kept_kernels re-scores the kernels kept before the last step: none at depth 1, two (of
+// one and two base kernels) at depth 3.
+TEST(TimeEstimateTest, KeptKernelsScoresAddARescorePerEarlierStep) {
+  SearchOptions options;
+  options.max_depth = 1;
+  const double one_step = EstimateSearchTime(Points(1000), options).seconds;
+  options.score_kept_kernels = true;
+  EXPECT_EQ(EstimateSearchTime(Points(1000), options).seconds, one_step);
+  options.max_depth = 3;
+  const TimeEstimate kept = EstimateSearchTime(Points(1000), options);
+  options.score_kept_kernels = false;
+  const TimeEstimate plain = EstimateSearchTime(Points(1000), options);
+  EXPECT_GT(kept.seconds, plain.seconds);
+  EXPECT_GT(kept.likelihood_evaluations, plain.likelihood_evaluations);
+  EXPECT_THAT(kept.breakdown, ::testing::HasSubstr("then 3 re-scores"));
+  EXPECT_THAT(plain.breakdown, ::testing::HasSubstr("then 1 re-score"));
+}
+
 TEST(TimeEstimateTest, PredictWithGivenValuesSkipsTheFit) {
   PredictOptions options;
   const KernelExpr kernel = *ParseKernel("C*SE");

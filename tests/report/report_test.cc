@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -32,6 +33,15 @@ using ::testing::Not;
 
 KernelExpr Kernel(const std::string& text) { return *ParseKernel(text); }
 
+// Units of x and y and the span of x (no column names).
+Units XYUnits(const std::string& x, const std::string& y, double x_range) {
+  Units units;
+  units.x = x;
+  units.y = y;
+  units.x_range = x_range;
+  return units;
+}
+
 std::string Describe(const std::string& kernel, const std::map<std::string, double>& values,
                      Units units = {}, double y_scale = 1.0) {
   Standardization s;
@@ -49,7 +59,7 @@ TEST(DescribeKernelTest, MaunaLoaReadsAsTrendSeasonAndNoise) {
                                                 {"PER.period", 1.002},  {"SE#1.lengthscale", 4.1},
                                                 {"C#2.constant", 2.0},  {"SE#2.lengthscale", 10.7},
                                                 {"noise", 0.02 * 0.02}};
-  EXPECT_EQ(Describe("C*SE + C*SE*PER", values, Units{"years", "ppm", 45.0}, 15.0),
+  EXPECT_EQ(Describe("C*SE + C*SE*PER", values, XYUnits("years", "ppm", 45.0), 15.0),
             "a smooth trend varying over about 11 years, plus a yearly periodic component whose "
             "shape drifts over about 4.1 years, plus noise of sd 0.3 ppm");
 }
@@ -57,7 +67,7 @@ TEST(DescribeKernelTest, MaunaLoaReadsAsTrendSeasonAndNoise) {
 TEST(DescribeKernelTest, TheSlowestSummandIsTheTrendDownToATwentiethOfTheSpan) {
   // What the depth-3 search chose for Mauna Loa (bench/RESULTS.md): PER*PER + SE with the SE
   // varying over 2.4 of 45 years, which carries the whole rise.
-  const Units years{"years", "ppm", 45.0};
+  const Units years = XYUnits("years", "ppm", 45.0);
   EXPECT_EQ(Describe("PER*PER + SE",
                      {{"PER#1.lengthscale", 1.0},
                       {"PER#1.period", 1.0},
@@ -79,7 +89,7 @@ TEST(DescribeKernelTest, TheSlowestSummandIsTheTrendDownToATwentiethOfTheSpan) {
 }
 
 TEST(DescribeKernelTest, EachRuleOfTheTable) {
-  const Units days{"days", "", 100.0};
+  const Units days = XYUnits("days", "", 100.0);
   // LIN alone, LIN × LIN, LIN × SE (ABCD: linearly growing amplitude).
   EXPECT_EQ(Describe("LIN", {{"LIN.variance", 1.0}, {"noise", 0.25}}, days),
             "a linear trend, plus noise of sd 0.5");
@@ -105,6 +115,83 @@ TEST(DescribeKernelTest, EachRuleOfTheTable) {
   EXPECT_EQ(Describe("C + SE", {{"C.constant", 1.0}, {"SE.lengthscale", 0.5}, {"noise", 4.0}}),
             "smooth variations on a scale of about 0.5 units of x, plus a constant offset, plus "
             "noise of sd 2");
+}
+
+// Pinned base kernels say which column of x they read: its name when known, else "x<d>" with
+// the index of the expression (SE[1] reads column 1).
+TEST(DescribeKernelTest, PinnedKernelsNameTheirInputColumn) {
+  // Pinned parameters carry their column in the name (core/hyperparameters.h).
+  const std::map<std::string, double> values = {
+      {"SE[1].lengthscale", 0.5}, {"LIN[0].variance", 1.0}, {"noise", 1.0}};
+  EXPECT_EQ(Describe("SE[1] + LIN[0]", values),
+            "a linear trend in x0, plus smooth variations on a scale of about 0.5 units of x in "
+            "x1, plus noise of sd 1");
+  Units named;
+  named.x_columns = {"year", "temperature"};
+  EXPECT_EQ(Describe("SE[1] + LIN[0]", values, named),
+            "a linear trend in year, plus smooth variations on a scale of about 0.5 units of x in "
+            "temperature, plus noise of sd 1");
+  // A product over two columns names both, by column index; an unpinned kernel names none; an
+  // empty name falls back to the index.
+  named.x_columns = {"", "temperature"};
+  EXPECT_EQ(Describe("SE[1] * LIN[0]", values, named),
+            "smooth variations on a scale of about 0.5 units of x in x0 and temperature with "
+            "linearly growing amplitude, plus noise of sd 1");
+  EXPECT_THAT(Describe("SE + LIN", {{"SE.lengthscale", 0.5}, {"LIN.variance", 1.0}, {"noise", 1.0}},
+                       named),
+              Not(HasSubstr(" in ")));
+}
+
+// Amplitudes are given per summand in y's units; a constant offset gets none.
+TEST(DescribeKernelTest, AmplitudesInYsUnits) {
+  const std::map<std::string, double> values = {{"C#1.constant", 0.01}, {"PER.lengthscale", 1.3},
+                                                {"PER.period", 1.002},  {"SE#1.lengthscale", 4.1},
+                                                {"C#2.constant", 2.0},  {"SE#2.lengthscale", 10.7},
+                                                {"noise", 0.02 * 0.02}};
+  Standardization s;
+  s.applied = true;
+  s.scale = 15.0;
+  absl::StatusOr<KernelDescription> d =
+      DescribeKernel(Kernel("C*SE + C*SE*PER"), values, s, XYUnits("years", "ppm", 45.0),
+                     {{ToString(Kernel("C*PER*SE")), 2.14}, {ToString(Kernel("C*SE")), 21.6}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->text,
+            "a smooth trend varying over about 11 years of amplitude about 22 ppm, plus a yearly "
+            "periodic component of amplitude about 2.1 ppm whose shape drifts over about 4.1 "
+            "years, plus noise of sd 0.3 ppm");
+  absl::StatusOr<KernelDescription> offset =
+      DescribeKernel(Kernel("C + SE"), {{"C.constant", 1.0}, {"SE.lengthscale", 0.5}, {"noise", 4.0}},
+                     {}, {}, {{"C", 3.0}, {"SE", 0.7}});
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(offset->text,
+            "smooth variations on a scale of about 0.5 units of x of amplitude about 0.7, plus a "
+            "constant offset, plus noise of sd 2");
+}
+
+// ComponentAmplitudes: the sd of each summand's mean over the data's range only, against the
+// closed form of a sine (sd a/√2 over whole periods) and a straight line (sd of a uniform
+// variable: slope·range/√12).
+TEST(ComponentAmplitudesTest, SdOfEachSummandsMeanWithinTheData) {
+  ReportInputs in;
+  in.data.x = Eigen::VectorXd::LinSpaced(50, 0.0, 2.0);
+  in.data.y = Eigen::VectorXd::Zero(50);
+  in.grid = FitGrid(in.data, 2001);
+  const Eigen::VectorXd x = in.grid.col(0);
+  PredictionComponent sine{"PER", (2 * M_PI * x.array()).sin() * 3.0, Eigen::VectorXd()};
+  // Outside [0, 2] the line is far off: it must not count.
+  Eigen::VectorXd line = 5.0 * x;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    if (x[i] < 0 || x[i] > 2) line[i] = 1e3;
+  }
+  PredictionComponent linear{"LIN", line, Eigen::VectorXd()};
+  in.on_grid.prediction.components = {sine, linear};
+  const std::map<std::string, double> amplitudes = ComponentAmplitudes(in);
+  ASSERT_EQ(amplitudes.size(), 2u);
+  EXPECT_NEAR(amplitudes.at("PER"), 3.0 / std::sqrt(2.0), 0.01);
+  EXPECT_NEAR(amplitudes.at("LIN"), 5.0 * 2.0 / std::sqrt(12.0), 0.01);
+  // x with several columns: no grid, no amplitudes.
+  in.data.x = Eigen::MatrixXd::Zero(50, 2);
+  EXPECT_TRUE(ComponentAmplitudes(in).empty());
 }
 
 TEST(DescribeKernelTest, AMissingValueIsNamed) {
@@ -188,7 +275,7 @@ class ReportOnNileTest : public ::testing::Test {
     in->title = "nile.csv";
     in->x_label = "year";
     in->y_label = "flow (10^8 m^3)";
-    in->units = Units{"years", "10^8 m^3", 0.0};
+    in->units = XYUnits("years", "10^8 m^3", 0.0);
     SearchOptions search;
     search.base_kernels = {Kernel("SE"), Kernel("LIN"), Kernel("MAT12")};
     search.max_depth = 2;
@@ -315,6 +402,14 @@ TEST_F(ReportOnNileTest, WritesEveryFigureWithItsSeries) {
   EXPECT_EQ(Count(html, "<svg"), 6);
   EXPECT_THAT(html, HasSubstr("<code id=\"chosen-kernel\">LIN+SE</code>"));
   EXPECT_THAT(html, HasSubstr(r->description.text));
+  // Each summand of SE+LIN with its amplitude in y's units (ComponentAmplitudes of the grid).
+  const std::map<std::string, double> amplitudes = ComponentAmplitudes(*inputs_);
+  ASSERT_EQ(amplitudes.size(), 2u);
+  for (const auto& [summand, amplitude] : amplitudes) {
+    EXPECT_THAT(r->description.text,
+                HasSubstr(absl::StrCat("of amplitude about ", About(amplitude), " 10^8 m^3")))
+        << summand;
+  }
   EXPECT_THAT(html, Not(HasSubstr("src=\"http")));
   EXPECT_THAT(html, Not(HasSubstr("href=\"http")));
   EXPECT_THAT(html, Not(HasSubstr("<!DOCTYPE svg")));

@@ -358,6 +358,30 @@ TEST_F(CliRemoteTest, ReportRemoteDrawsTheSameFigures) {
   EXPECT_GE(figures, 4);  // fit, metrics, laplace, residuals (+ components when SE+LIN wins)
 }
 
+// `gpsel report --search` on a server takes the compared kernels' scores from the search as it
+// does in-process (no Score call for them), and draws the same metrics figure.
+TEST_F(CliRemoteTest, ReportSearchRemoteUsesTheSearchsScores) {
+  const std::string args = absl::StrCat(
+      "report --data ", DataPath("interpretable_linear.csv"),
+      " --search --base SE,LIN --depth 2 --metric mll --restarts 2 --seed 3 --threads 1 --out ");
+  CommandResult local = RunCommand(Cli(args + (dir_ / "search_local").string()));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  CommandResult remote =
+      RunCommand(Cli(args + (dir_ / "search_remote").string() + " --server " + address_));
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  for (const CommandResult* run : {&local, &remote}) {
+    EXPECT_THAT(run->output, HasSubstr("kernels compared: 2 scored by the search"));
+    EXPECT_THAT(run->output, HasSubstr(", 0 scored for the report"));
+  }
+  auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string metrics = read(dir_ / "search_local" / "metrics.svg");
+  EXPECT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics, read(dir_ / "search_remote" / "metrics.svg"));
+}
+
 TEST(TlsTest, TlsServerAcceptsTrustingClientsOnly) {
   if (!OnPath("openssl")) GTEST_SKIP() << "openssl not installed: cannot make a test certificate";
   const std::filesystem::path dir = MakeTempDir("gpsel-tls-test");

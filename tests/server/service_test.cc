@@ -145,6 +145,7 @@ TEST_F(ServiceTest, SearchStreamsProgressAndMatchesInProcess) {
   options.score.fit.restarts = 2;
   options.score.fit.seed = 5;
   options.score.standardize = false;
+  options.score_kept_kernels = true;
   std::unique_ptr<Client> client = Connect(server_->port());
   int progress_events = 0;
   absl::StatusOr<SearchResult> remote =
@@ -161,7 +162,15 @@ TEST_F(ServiceTest, SearchStreamsProgressAndMatchesInProcess) {
   EXPECT_EQ(ToString(remote->best_kernel), ToString(local->best_kernel));
   EXPECT_EQ(remote->best_score, local->best_score);
   EXPECT_EQ(remote->best.metrics, local->best.metrics);
-  EXPECT_EQ(remote->steps.size(), local->steps.size());
+  ASSERT_EQ(remote->steps.size(), local->steps.size());
+  // The kept kernels' scores (SearchRequest.score_kept_kernels) reach the client.
+  for (size_t s = 0; s < local->steps.size(); ++s) {
+    ASSERT_EQ(remote->steps[s].kept_score.has_value(), local->steps[s].kept_score.has_value());
+    EXPECT_EQ(local->steps[s].kept_score.has_value(), !local->steps[s].chosen.empty());
+    if (!local->steps[s].kept_score) continue;
+    EXPECT_EQ(remote->steps[s].kept_score->kernel, local->steps[s].kept_score->kernel);
+    EXPECT_EQ(remote->steps[s].kept_score->metrics, local->steps[s].kept_score->metrics);
+  }
 }
 
 // Each kind of bad input is INVALID_ARGUMENT with a BadRequest naming the field.
