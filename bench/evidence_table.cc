@@ -8,7 +8,7 @@
 //   ./build/bench/evidence_table mauna k12 static 3000000 600
 //   ./build/bench/evidence_table mauna-is k12 2 900 [1.3 5]  # importance sampling: threads, cap,
 //                                                            # covariance inflation, t dof
-//   ./build/bench/evidence_table ns-batch paper|k1|k12|synth7 SEEDS B [max_calls]
+//   ./build/bench/evidence_table ns-batch paper|k1|k12|synth7|gauss7 SEEDS B [max_calls]
 //       # nested sampling with batch_size B (issue 15 item 3): per seed, alternately, batch 1 on
 //       # one thread, batch B on one thread and batch B on two threads (same bits, timed side by
 //       # side); then per configuration the mean calls and wall time, the scatter of log Z and
@@ -24,11 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/strings/str_format.h"
 #include "core/dataset.h"
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
 #include "core/linalg.h"
+#include "core/nested_sampling.h"
 #include "core/score.h"
 
 namespace {
@@ -289,11 +291,19 @@ int NsBatch(const std::string& problem, int seeds, int batch, long long max_call
     // 7 hyperparameters (slice sampling) at a small n, so that many seeds are affordable.
     data = SeLinData();
     kernel_text = "C*SE + C*SE*PER";
+  } else if (problem == "gauss7") {
+    // Slice sampling on a closed form: L = N(θ; 0.4·1, 0.3² I) in 7 dimensions under the N(0, I)
+    // prior, log Z = Σ log N(0.4; 0, 1 + 0.3²).
+    exact = 7 * (-0.5 * 0.16 / 1.09 - 0.5 * std::log(2 * M_PI * 1.09));
   } else {
-    std::fprintf(stderr, "unknown problem %s (paper, k1, k12, synth7)\n", problem.c_str());
+    std::fprintf(stderr, "unknown problem %s (paper, k1, k12, synth7, gauss7)\n", problem.c_str());
     return 2;
   }
-  const gpsel::KernelExpr k = KernelOrDie(kernel_text);
+  const gpsel::KernelExpr k = KernelOrDie(kernel_text ? kernel_text : "SE");
+  const gpsel::LogLikelihoodFn gauss7 = [](const Eigen::VectorXd& x) {
+    return -0.5 * (x.array() - 0.4).square().sum() / 0.09 - 7 * std::log(0.3) -
+           3.5 * std::log(2 * M_PI);
+  };
   struct Config {
     const char* name;
     int batch, threads;
@@ -317,13 +327,24 @@ int NsBatch(const std::string& problem, int seeds, int batch, long long max_call
       options.sampling.threads = cfg.threads;
       if (max_calls > 0) options.sampling.max_likelihood_calls = max_calls;
       const std::clock_t cpu0 = std::clock();
-      absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(data, k, options);
+      absl::StatusOr<gpsel::NestedSamplingResult> run;
+      if (problem == "gauss7") {
+        run = gpsel::RunNestedSampling(gauss7, Eigen::VectorXd::Zero(7), Eigen::VectorXd::Ones(7),
+                                       options.sampling);
+      } else {
+        absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(data, k, options);
+        if (e.ok()) {
+          run = *e->sampling;
+        } else {
+          run = e.status();
+        }
+      }
       const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-      if (!e.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
+      if (!run.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(run.status().message()).c_str());
         return 1;
       }
-      const gpsel::NestedSamplingResult& r = *e->sampling;
+      const gpsel::NestedSamplingResult& r = *run;
       cfg.log_z.push_back(r.log_evidence);
       cfg.err.push_back(r.log_evidence_error);
       cfg.calls.push_back(static_cast<double>(r.likelihood_calls));
@@ -409,7 +430,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: %s small | mauna k1|k12 [static|dynamic] [max_calls] [max_s] | "
                "mauna-is k1|k12|k123|k1234 [threads] [max_s] [inflation] [dof] | "
-               "ns-batch paper|k1|k12|synth7 seeds batch [max_calls]\n",
+               "ns-batch paper|k1|k12|synth7|gauss7 seeds batch [max_calls]\n",
                argv[0]);
   return 2;
 }
