@@ -85,7 +85,9 @@ struct NestedSamplingOptions {
   // that keeps the replacement uniform in the constrained prior); slice candidates that fail are
   // discarded (about B² / (2 num_live) chains per round). A numerical option: it changes the
   // numbers (B = 1 is today's serial run, bit for bit), the thread count never does. Useful up to
-  // about num_live / 10; in [1, 1024].
+  // about num_live / 10; in [1, 1024]. Caps and cancellation are checked between rounds: a run
+  // may exceed max_likelihood_calls by less than one round's calls (B, or B slice chains sharing
+  // the calls left), and a cancellation waits for the round in flight.
   int batch_size = 1;
   // Threads: for the runs (at most num_runs are used), and for each run's batch of candidates
   // when batch_size > 1 (threads / min(threads, num_runs) per run); the likelihood must then be

@@ -1,6 +1,8 @@
 // Tests of core/nested_sampling.h and core/ellipsoid.h against closed-form evidences (Gaussian
 // likelihood x Gaussian prior in 1-8 dimensions, correlated, bimodal, truncated by -inf/NaN), the
-// paper's GP example, dynamic runs, reproducibility, caps, cancellation and validation.
+// paper's GP example, dynamic runs, reproducibility, caps, cancellation and validation; and
+// batches of replacements evaluated in parallel (batch_size): same bits on any thread count,
+// oracles and honest errors.
 #include "core/nested_sampling.h"
 
 #include <atomic>
