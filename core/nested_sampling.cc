@@ -48,7 +48,7 @@
 //   c_k conditioned on L(c_k) > L*_k is uniform on E ∩ {L > L*_k} = {L > L*_k} and independent
 //   of the live points: exactly the draw serial rejection sampling makes — indeed the stream of
 //   examined candidates is the serial stream of proposals, only with the bound refitted at round
-//   boundaries (refits wait until the round is used up). No call is wasted, and every evaluated
+//   boundaries (a due refit waits until the round is used up). No call is wasted, and every evaluated
 //   point is a draw of its epoch's density, so importance nested sampling is unchanged.
 //   Slice sampling: candidate k is the end of a chain of n_slice steps started from a live point
 //   y_k (chosen uniformly among those above L*_0, so y_k ~ U{L > L*_0}); each step leaves
@@ -288,7 +288,6 @@ class Engine {
                        int pool_n, double* u, double* logl);
   bool FillQueue(double lstar, const Eigen::MatrixXd& pool, const std::vector<double>& pool_l,
                  int pool_n);
-  bool QueueEmpty() const { return queue_pos_ >= queue_n_; }
 
   // ---- runs
   absl::Status RunBatch(int batch, double logl_start, double log_x_start,
@@ -371,6 +370,8 @@ class Engine {
   std::vector<int> queue_epoch_;
   int queue_n_ = 0;
   int queue_pos_ = 0;
+  // Set by RunBatch's main loop: the refit due before a new round is proposed.
+  std::function<void()> before_round_;
   std::vector<int> slot_start_;
   std::vector<uint64_t> slot_seed_;
   std::vector<SlotStats> slot_stats_;
@@ -652,6 +653,7 @@ bool Engine::NextReplacement(double lstar, const Eigen::MatrixXd& pool,
         return true;
       }
     }
+    if (before_round_) before_round_();
     if (!FillQueue(lstar, pool, pool_l, pool_n)) return false;
   }
 }
@@ -810,6 +812,18 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
   if (seeds == nullptr) since_refit = refit_interval - 1;  // first fit after one iteration
   std::vector<int> ties;
   std::vector<int> ended_threads;
+  // With batches a due refit waits until the round in flight is used up and is made just before
+  // the next round is proposed (a round's candidates all come from one bound; see "Batches").
+  // Refitting only when a round happens to end with an iteration would almost never refit once
+  // fewer than one candidate per iteration is accepted, and the stale bound would cost calls.
+  if (batch_ > 1) {
+    before_round_ = [&] {
+      if (since_refit >= refit_interval && n > d_ + 1 && !Halted()) {
+        Refit(lu.leftCols(n), log_x);
+        since_refit = 0;
+      }
+    };
+  }
   while (n > 0 && !Halted()) {
     double lmin = kInf, lmax = -kInf;
     for (int k = 0; k < n; ++k) {
@@ -868,13 +882,12 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
       ++n;
     }
     since_refit += static_cast<int64_t>(ties.size());
-    // With batches the refit waits until the round is used up (its candidates were proposed
-    // under the bound of its start; see "Batches").
-    if (since_refit >= refit_interval && n > d_ + 1 && !Halted() && QueueEmpty()) {
+    if (batch_ == 1 && since_refit >= refit_interval && n > d_ + 1 && !Halted()) {
       Refit(lu.leftCols(n), log_x);
       since_refit = 0;
     }
   }
+  before_round_ = nullptr;
   // The remaining live points end their threads, in increasing order of L.
   if (baseline) baseline_loop_points_ = static_cast<int64_t>(pts_l_.size());
   std::vector<int> rest(n);
