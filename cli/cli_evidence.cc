@@ -171,7 +171,8 @@ CommandRunner SetupEvidence(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--threads", flags->threads,
                  "threads: importance sampling's mode search and likelihoods, or the nested-"
-                 "sampling runs (default 0 = one per core; the result does not depend on N)");
+                 "sampling runs and --batch-size candidates (default 0 = one per core; the "
+                 "result does not depend on N)");
   sub.add_option("--runs", flags->runs,
                  "nested sampling: K independent runs, merged (error about sqrt(K) smaller; "
                  "their spread is reported too)")
