@@ -8,8 +8,14 @@
 //   ./build/bench/evidence_table mauna k12 static 3000000 600
 //   ./build/bench/evidence_table mauna-is k12 2 900 [1.3 5]  # importance sampling: threads, cap,
 //                                                            # covariance inflation, t dof
+//   ./build/bench/evidence_table ns-batch paper|k1|k12|synth7|gauss7 SEEDS B [max_calls]
+//       # nested sampling with batch_size B (issue 15 item 3): per seed, alternately, batch 1 on
+//       # one thread, batch B on one thread and batch B on two threads (same bits, timed side by
+//       # side); then per configuration the mean calls and wall time, the scatter of log Z and
+//       # the statistical cost scatter² × calls relative to batch 1.
 // Prints markdown table rows (see bench/RESULTS.md, "Issue 3 — nested sampling" and "Issue 15 —
 // importance-sampling evidence").
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,11 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/strings/str_format.h"
 #include "core/dataset.h"
 #include "core/evidence.h"
 #include "core/kernel_expr.h"
 #include "core/linalg.h"
+#include "core/nested_sampling.h"
 #include "core/score.h"
 
 namespace {
@@ -260,6 +268,142 @@ int MaunaImportance(const std::string& which, int threads, double max_seconds, d
   return 0;
 }
 
+// Issue 15 item 3: batch_size B against 1, and 2 threads against 1 at the same B. The same seed
+// and B give the same bits on any thread count (checked here too), so the two-thread runs do the
+// work of the one-thread runs and their wall-time ratio is the parallel speed-up; the batch-1
+// runs give the statistical cost of batching (scatter² × calls: calls needed per nat² of
+// variance). Configurations alternate within each seed (order reversed on odd seeds) so that
+// load on the shared machine falls on all of them alike.
+int NsBatch(const std::string& problem, int seeds, int batch, long long max_calls) {
+  gpsel::Dataset data;
+  const char* kernel_text = nullptr;
+  bool standardize = true;
+  double exact = NAN;
+  if (problem == "paper") {
+    data = LoadOrDie("interpretable_linear.csv");
+    kernel_text = "SE";
+    standardize = false;
+    exact = kPaperExact;
+  } else if (problem == "k1" || problem == "k12") {
+    data = LoadOrDie("mauna_loa_monthly.csv");
+    kernel_text = MaunaKernel(problem);
+  } else if (problem == "synth7") {
+    // 7 hyperparameters (slice sampling) at a small n, so that many seeds are affordable.
+    data = SeLinData();
+    kernel_text = "C*SE + C*SE*PER";
+  } else if (problem == "gauss7") {
+    // Slice sampling on a closed form: L = N(θ; 0.4·1, 0.3² I) in 7 dimensions under the N(0, I)
+    // prior, log Z = Σ log N(0.4; 0, 1 + 0.3²).
+    exact = 7 * (-0.5 * 0.16 / 1.09 - 0.5 * std::log(2 * M_PI * 1.09));
+  } else {
+    std::fprintf(stderr, "unknown problem %s (paper, k1, k12, synth7, gauss7)\n", problem.c_str());
+    return 2;
+  }
+  const gpsel::KernelExpr k = KernelOrDie(kernel_text ? kernel_text : "SE");
+  const gpsel::LogLikelihoodFn gauss7 = [](const Eigen::VectorXd& x) {
+    return -0.5 * (x.array() - 0.4).square().sum() / 0.09 - 7 * std::log(0.3) -
+           3.5 * std::log(2 * M_PI);
+  };
+  struct Config {
+    const char* name;
+    int batch, threads;
+    std::vector<double> log_z, err, calls, wall, cpu;
+    int partial = 0;
+  };
+  std::vector<Config> configs = {{"batch 1, 1 thread", 1, 1, {}, {}, {}, {}, {}},
+                                 {"batch B, 1 thread", batch, 1, {}, {}, {}, {}, {}},
+                                 {"batch B, 2 threads", batch, 2, {}, {}, {}, {}, {}}};
+  int same_bits = 0;
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::vector<int> order = {0, 1, 2};
+    if (seed % 2 == 1) order = {2, 1, 0};
+    for (int c : order) {
+      Config& cfg = configs[c];
+      gpsel::EvidenceOptions options;
+      options.standardize = standardize;
+      options.sampling.dlogz = 0.01;
+      options.sampling.seed = seed;
+      options.sampling.batch_size = cfg.batch;
+      options.sampling.threads = cfg.threads;
+      if (max_calls > 0) options.sampling.max_likelihood_calls = max_calls;
+      const std::clock_t cpu0 = std::clock();
+      absl::StatusOr<gpsel::NestedSamplingResult> run;
+      if (problem == "gauss7") {
+        run = gpsel::RunNestedSampling(gauss7, Eigen::VectorXd::Zero(7), Eigen::VectorXd::Ones(7),
+                                       options.sampling);
+      } else {
+        absl::StatusOr<gpsel::EvidenceResult> e = gpsel::ComputeEvidence(data, k, options);
+        if (e.ok()) {
+          run = *e->sampling;
+        } else {
+          run = e.status();
+        }
+      }
+      const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+      if (!run.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(run.status().message()).c_str());
+        return 1;
+      }
+      const gpsel::NestedSamplingResult& r = *run;
+      cfg.log_z.push_back(r.log_evidence);
+      cfg.err.push_back(r.log_evidence_error);
+      cfg.calls.push_back(static_cast<double>(r.likelihood_calls));
+      cfg.wall.push_back(r.seconds);
+      cfg.cpu.push_back(cpu);
+      cfg.partial += r.partial ? 1 : 0;
+      std::fprintf(stderr, "[%s seed %d] %s: log Z %.4f ± %.4f (%s), %lld calls, %.2f s wall, %.2f s CPU%s\n",
+                   problem.c_str(), seed, cfg.name, r.log_evidence, r.log_evidence_error,
+                   r.log_evidence_estimator.c_str(), static_cast<long long>(r.likelihood_calls),
+                   r.seconds, cpu, r.partial ? " (partial)" : "");
+    }
+    same_bits += configs[1].log_z.back() == configs[2].log_z.back() &&
+                 configs[1].calls.back() == configs[2].calls.back();
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) m += x / v.size();
+    return m;
+  };
+  auto sd = [&](const std::vector<double>& v) {
+    if (v.size() < 2) return std::nan("");
+    const double m = mean(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m) / (v.size() - 1);
+    return std::sqrt(s);
+  };
+  std::printf("%s, B = %d, %d seeds%s; batch-B runs on 1 and 2 threads bit-identical in %d of %d seeds\n\n",
+              problem.c_str(), batch, seeds,
+              max_calls > 0 ? absl::StrFormat(", cap %lld calls", max_calls).c_str() : "",
+              same_bits, seeds);
+  std::printf("| configuration | mean calls | mean wall s | mean CPU s | mean log Z | scatter (sd) | "
+              "mean reported err | scatter² × calls (rel. to batch 1) | wall rel. to 1 thread | partial |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  const double base_cost = std::pow(sd(configs[0].log_z), 2) * mean(configs[0].calls);
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const Config& cfg = configs[c];
+    const double cost = std::pow(sd(cfg.log_z), 2) * mean(cfg.calls);
+    // Wall time per seed relative to the same batch size on one thread (median over seeds).
+    std::string wall_ratio = "—";
+    if (c == 2) {
+      std::vector<double> ratios;
+      for (size_t i = 0; i < cfg.wall.size(); ++i) ratios.push_back(cfg.wall[i] / configs[1].wall[i]);
+      std::sort(ratios.begin(), ratios.end());
+      wall_ratio = absl::StrFormat("%.2f (median; range %.2f–%.2f)", ratios[ratios.size() / 2],
+                                   ratios.front(), ratios.back());
+    }
+    std::printf("| %s | %.0f | %.3f | %.3f | %.4f%s | %.4f | %.4f | %.3g (%.2f) | %s | %d |\n",
+                c == 0 ? "batch 1, 1 thread"
+                       : absl::StrFormat("batch %d, %d thread%s", cfg.batch, cfg.threads,
+                                         cfg.threads > 1 ? "s" : "").c_str(),
+                mean(cfg.calls), mean(cfg.wall), mean(cfg.cpu), mean(cfg.log_z),
+                std::isnan(exact) ? "" : absl::StrFormat(" (exact %.3f)", exact).c_str(),
+                sd(cfg.log_z), mean(cfg.err), cost, cost / base_cost, wall_ratio.c_str(),
+                cfg.partial);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,9 +423,14 @@ int main(int argc, char** argv) {
                            argc > 5 ? std::atof(argv[5]) : defaults.covariance_inflation,
                            argc > 6 ? std::atoi(argv[6]) : defaults.student_t_dof);
   }
+  if (mode == "ns-batch" && argc > 4) {
+    return NsBatch(argv[2], std::atoi(argv[3]), std::atoi(argv[4]),
+                   argc > 5 ? std::atoll(argv[5]) : 0);
+  }
   std::fprintf(stderr,
                "usage: %s small | mauna k1|k12 [static|dynamic] [max_calls] [max_s] | "
-               "mauna-is k1|k12|k123|k1234 [threads] [max_s] [inflation] [dof]\n",
+               "mauna-is k1|k12|k123|k1234 [threads] [max_s] [inflation] [dof] | "
+               "ns-batch paper|k1|k12|synth7|gauss7 seeds batch [max_calls]\n",
                argv[0]);
   return 2;
 }

@@ -67,6 +67,40 @@ void BM_PaperGp(benchmark::State& state) {
 }
 BENCHMARK(BM_PaperGp)->Arg(0)->Arg(1)->ArgName("dynamic")->Unit(benchmark::kMillisecond);
 
+// batch_size B (range 0) on T threads (range 1): the same seeds give the same bits for any T,
+// so the wall-time ratio of T = 2 to T = 1 at one B is the parallel speed-up; B against 1 gives
+// the calls and error cost of batching. The 10-point likelihood costs ~1-2 µs, so the threads'
+// hand-over per round dominates here; the Mauna Loa figures are in bench/evidence_table.cc
+// (ns-batch).
+void BM_PaperGpBatch(benchmark::State& state) {
+  gpsel::NestedSamplingOptions options;
+  options.batch_size = static_cast<int>(state.range(0));
+  options.threads = static_cast<int>(state.range(1));
+  const Eigen::Vector2d mean(-0.212, -3.52), sd(1.89, 3.58);
+  double abs_error = 0, error = 0, calls = 0;
+  int runs = 0;
+  for (auto _ : state) {
+    options.seed = runs;
+    auto r = gpsel::RunNestedSampling(PaperGpLogLik, mean, sd, options);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+    abs_error += std::abs(r->log_evidence + 8.032);
+    error += r->log_evidence_error;
+    calls += r->likelihood_calls;
+    ++runs;
+  }
+  Report(state, abs_error, error, calls, runs);
+}
+BENCHMARK(BM_PaperGpBatch)
+    ->Args({1, 1})
+    ->Args({8, 1})
+    ->Args({8, 2})
+    ->ArgNames({"batch", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // Likelihood cost alone, for reference.
 void BM_PaperGpLikelihoodCall(benchmark::State& state) {
   Eigen::VectorXd raw(2);

@@ -487,6 +487,7 @@ EvidenceOptions FromProto(const v1::EvidenceOptions& proto) {
     s.threads = proto.threads();
   }
   if (proto.runs() != 0) s.num_runs = proto.runs();
+  if (proto.batch_size() != 0) s.batch_size = proto.batch_size();
   if (ip.mode_search_restarts() != 0) options.mode_search.restarts = ip.mode_search_restarts();
   const FitSettings fit = FromProto(proto.fit());
   options.standardize = fit.standardize;
@@ -533,6 +534,7 @@ void ToProto(const EvidenceOptions& options, v1::EvidenceOptions* proto) {
   ip->set_covariance_inflation(is.covariance_inflation);
   proto->set_threads(std::max(is.threads, s.threads));
   proto->set_runs(s.num_runs);
+  proto->set_batch_size(s.batch_size);
   ip->set_mode_search_restarts(options.mode_search.restarts);
   v1::FitOptions* fit = proto->mutable_fit();
   fit->set_standardize(options.standardize);

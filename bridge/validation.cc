@@ -508,6 +508,9 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
   }
   if (o.threads() < 0) v.Add("options.threads", "must not be negative");
   if (o.runs() < 0 || o.runs() > 256) v.Add("options.runs", "must be in [0, 256] (0 = 1)");
+  if (o.batch_size() < 0 || o.batch_size() > 1024) {
+    v.Add("options.batch_size", "must be in [0, 1024] (0 = 1)");
+  }
   if (request.request_id().size() > 256) v.Add("request_id", "is longer than 256 characters");
   v.AddAll(bridge::FitSettingsFromProto(o.fit(), "options.fit").status());
   CheckFitOptions(o.fit(), "options.fit", limits, /*check_fitting=*/false, v);

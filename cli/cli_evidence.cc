@@ -29,6 +29,7 @@ struct EvidenceFlags {
   std::string method = "nested";
   int threads = 0;  // 0: one per core
   int runs = 1;
+  int batch_size = 1;
   double target_error = ImportanceSamplingOptions{}.target_error;
   int64_t max_samples = ImportanceSamplingOptions{}.max_samples;
   bool restarts_given = false;  // --restarts given: the mode search's prior-draw starts
@@ -57,6 +58,7 @@ int RunEvidence(const EvidenceFlags& flags) {
   if (flags.restarts_given) options.mode_search.restarts = flags.fit.restarts;
   options.sampling.threads = options.importance.threads;
   options.sampling.num_runs = flags.runs;
+  options.sampling.batch_size = flags.batch_size;
   options.sampling.dlogz = flags.dlogz;
   options.sampling.num_live = flags.nlive;
   options.sampling.dynamic = flags.dynamic;
@@ -169,11 +171,16 @@ CommandRunner SetupEvidence(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--threads", flags->threads,
                  "threads: importance sampling's mode search and likelihoods, or the nested-"
-                 "sampling runs (default 0 = one per core; the result does not depend on N)");
+                 "sampling runs and --batch-size candidates (default 0 = one per core; the "
+                 "result does not depend on N)");
   sub.add_option("--runs", flags->runs,
                  "nested sampling: K independent runs, merged (error about sqrt(K) smaller; "
                  "their spread is reported too); with --server each run is a task that any "
                  "replica sharing the job store may take")
+      ->capture_default_str();
+  sub.add_option("--batch-size", flags->batch_size,
+                 "nested sampling: replacement candidates evaluated at a time on the threads "
+                 "inside each run (changes the numbers, not their accuracy; the threads never do)")
       ->capture_default_str();
   sub.add_option("--target-error", flags->target_error,
                  "importance sampling: stop at this standard error of log Z (nats)")

@@ -36,9 +36,36 @@
 //   epochs count R_e). It uses every call, not just the dead points, and does not depend on the
 //   stochastic volumes X_i, so it is several times more precise; it is reported whenever the run
 //   used rejection sampling only (not after slice sampling).
+// * Batches (batch_size B > 1; dynesty's queue of proposals, Speagle 2020). Nested sampling needs
+//   each replacement x to be uniform (in the cube, i.e. prior-distributed) on {L > L*}, L* the
+//   level of the death it replaces, and independent of the other live points. A round proposes B
+//   candidates c_1..c_B at once (evaluated in parallel) when the level is L*_0, and they are
+//   examined in order: c_k is examined at the then current level L*_k >= L*_0 and becomes the
+//   replacement iff L(c_k) > L*_k, else it is discarded; a new round starts when none is left.
+//   Rejection sampling: the c_k are independent uniform draws from the bound E fitted to the live
+//   set at L*_0, so E ⊇ {L > L*_0} ⊇ {L > L*_k} (the assumption every bound makes). L*_k is a
+//   function of the live points and of c_1..c_{k-1} only, independent of c_k; so, given L*_k,
+//   c_k conditioned on L(c_k) > L*_k is uniform on E ∩ {L > L*_k} = {L > L*_k} and independent
+//   of the live points: exactly the draw serial rejection sampling makes — indeed the stream of
+//   examined candidates is the serial stream of proposals, only with the bound refitted at round
+//   boundaries (a due refit waits until the round is used up). No call is wasted, and every evaluated
+//   point is a draw of its epoch's density, so importance nested sampling is unchanged.
+//   Slice sampling: candidate k is the end of a chain of n_slice steps started from a live point
+//   y_k (chosen uniformly among those above L*_0, so y_k ~ U{L > L*_0}); each step leaves
+//   U{L > L*_0} invariant (Neal 2003), so c_k ~ U{L > L*_0}, and by the argument above c_k given
+//   L(c_k) > L*_k ~ U{L > L*_k}. Its independence of the live points holds to the same
+//   approximation as serial slice nested sampling (the chain forgets its start); chains of one
+//   round may share a start (probability ~ B²/(2n)), which the serial sampler also allows across
+//   consecutive replacements. Candidate k fails with probability 1 - X(L*_k)/X(L*_0) ≈ (k-1)/n,
+//   so a round discards ≈ B(B-1)/(2n) chains. Determinism: rejection proposals come from the
+//   run's one random stream in order (only the likelihood calls are parallel); slice chain k of a
+//   round runs on its own stream, seeded from the run's stream in order; candidates are examined
+//   and their calls counted in slot order. So the numbers depend on the seed and B, never on the
+//   thread count.
 #include "core/nested_sampling.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -150,10 +177,25 @@ struct RunView {
   double max_logl = -kInf;
 };
 
+// Per-candidate bookkeeping of a parallel round, accounted in slot order afterwards.
+struct SlotStats {
+  int64_t calls = 0;
+  bool saw_inf = false;  // the likelihood returned +inf (at inf_raw)
+  bool ok = false;       // a slice chain that finished (not halted)
+  Eigen::VectorXd inf_raw;
+};
+
+// Scratch of one worker thread of a parallel round.
+struct WorkerBuffers {
+  Eigen::VectorXd raw;
+  std::vector<double> x, y, v, work;
+};
+
 class Engine {
  public:
+  // `threads`: threads for the candidates of a round (batch_size > 1); never changes a result.
   Engine(const LogLikelihoodFn& fn, const Eigen::VectorXd& mean, const Eigen::VectorXd& sd,
-         const NestedSamplingOptions& options, const ProgressCallback& progress)
+         const NestedSamplingOptions& options, const ProgressCallback& progress, int threads = 1)
       : fn_(fn),
         mean_(mean),
         sd_(sd),
@@ -171,6 +213,26 @@ class Engine {
     n_slice_ = std::max(5, 3 * d_);
     // A slice draw costs about 4 calls per step; rejection below this efficiency costs more.
     slice_efficiency_ = 1.0 / (4.0 * n_slice_);
+    batch_ = options.batch_size;
+    if (batch_ > 1) {
+      const int workers = std::max(1, std::min(threads, batch_));
+      // The thread that waits for a round runs tasks too, so workers - 1 pool threads suffice.
+      if (workers > 1) pool_ = std::make_unique<ThreadPool>(workers - 1);
+      workers_.resize(workers);
+      for (WorkerBuffers& w : workers_) {
+        w.raw.resize(d_);
+        w.x.resize(d_);
+        w.y.resize(d_);
+        w.v.resize(d_);
+        w.work.resize(4 * d_ + 4);
+      }
+      queue_u_.resize(static_cast<size_t>(batch_) * d_);
+      queue_l_.resize(batch_);
+      queue_epoch_.resize(batch_);
+      slot_start_.resize(batch_);
+      slot_seed_.resize(batch_);
+      slot_stats_.resize(batch_);
+    }
   }
 
   absl::StatusOr<NestedSamplingResult> Run();
@@ -178,6 +240,18 @@ class Engine {
  private:
   // ---- likelihood and limits
   double Evaluate(const double* u);
+  // The +inf error at `raw`, and the call / time caps (stop_reason_).
+  void SetInfError(const Eigen::VectorXd& raw);
+  void CheckCaps();
+  // Thread-safe call for parallel rounds: touches no engine state; `stats` counts it.
+  double EvaluateIn(const double* u, Eigen::VectorXd& raw, SlotStats* stats) const;
+  // Accounts slot_stats_[0, count) in slot order: calls, the first +inf, caps, progress.
+  void AccountRound(int count);
+  // Runs work(slot, worker) for every slot in [0, count) on the run's threads.
+  template <typename Work>
+  void ParallelFor(int count, Work&& work);
+  // Evaluates the m points u[0, m d) (columns) in parallel into out[0, m), accounted.
+  void EvaluateMany(const double* u, int m, double* out);
   bool Halted() const { return !stop_reason_.empty() || !error_.ok(); }
   void Report(const std::string& message);
   double Elapsed() const {
@@ -198,11 +272,22 @@ class Engine {
   // ---- samplers
   void SetMode(Mode mode, std::shared_ptr<const EllipsoidUnion> bound);
   void Refit(const Eigen::MatrixXd& points, double log_x);
-  void RecordImportance(const double* u, double logl);
+  void RecordImportance(const double* u, double logl, int epoch);
   // Draws u with L(u) > lstar; the slice sampler starts from a random column of pool[0, pool_n).
   bool DrawConstrained(double lstar, const Eigen::MatrixXd& pool, const std::vector<double>& pool_l,
                        int pool_n, double* u, double* logl);
   bool SliceSample(double lstar, const double* start, double start_l, double* u, double* logl);
+  // One slice-sampling chain with its own random stream, scratch, likelihood and stop test.
+  template <typename Eval, typename Halt>
+  bool SliceWalk(double lstar, const double* start, double start_l, Rng& rng, double* x,
+                 double* y, double* v, double* work, Eval&& eval, Halt&& halted, double* u,
+                 double* logl) const;
+  // batch_size > 1: the next candidate of the queue with L > lstar, proposing a new round of
+  // batch_size candidates (FillQueue) whenever the queue is used up. See "Batches" above.
+  bool NextReplacement(double lstar, const Eigen::MatrixXd& pool, const std::vector<double>& pool_l,
+                       int pool_n, double* u, double* logl);
+  bool FillQueue(double lstar, const Eigen::MatrixXd& pool, const std::vector<double>& pool_l,
+                 int pool_n);
 
   // ---- runs
   absl::Status RunBatch(int batch, double logl_start, double log_x_start,
@@ -275,6 +360,23 @@ class Engine {
   std::vector<double> ins_log_g_;
   int64_t ins_done_points_ = 0;
   int ins_done_epochs_ = 0;
+
+  // Batches (batch_size > 1): the queue of evaluated candidates (u column-wise, L, the epoch
+  // that proposed them), the next one to examine, and a round's slice starts, stream seeds,
+  // per-slot accounting, worker scratch and pool.
+  int batch_ = 1;
+  std::vector<double> queue_u_;
+  std::vector<double> queue_l_;
+  std::vector<int> queue_epoch_;
+  int queue_n_ = 0;
+  int queue_pos_ = 0;
+  // Set by RunBatch's main loop: the refit due before a new round is proposed.
+  std::function<void()> before_round_;
+  std::vector<int> slot_start_;
+  std::vector<uint64_t> slot_seed_;
+  std::vector<SlotStats> slot_stats_;
+  std::vector<WorkerBuffers> workers_;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 double Engine::Evaluate(const double* u) {
@@ -283,20 +385,10 @@ double Engine::Evaluate(const double* u) {
   ++calls_;
   if (std::isnan(l)) l = -kInf;
   if (l == kInf) {
-    if (error_.ok()) {
-      error_ = absl::InvalidArgumentError(
-          absl::StrCat("log_likelihood returned +inf at raw = [",
-                       absl::StrJoin(raw_.data(), raw_.data() + d_, ", "), "]"));
-    }
+    SetInfError(raw_);
     l = -kInf;
   }
-  if (stop_reason_.empty()) {
-    if (calls_ >= opt_.max_likelihood_calls) {
-      stop_reason_ = absl::StrCat("max_likelihood_calls (", opt_.max_likelihood_calls, ") reached");
-    } else if (opt_.max_seconds > 0 && Elapsed() >= opt_.max_seconds) {
-      stop_reason_ = absl::StrCat("max_seconds (", opt_.max_seconds, ") reached");
-    }
-  }
+  CheckCaps();
   if (calls_ - calls_at_progress_ >= kProgressCalls) {
     Report("sampling");
   } else if (progress_ && error_.ok()) {
@@ -304,6 +396,79 @@ double Engine::Evaluate(const double* u) {
     if (absl::Status s = progress_(kPoll); !s.ok()) error_ = s;
   }
   return l;
+}
+
+void Engine::SetInfError(const Eigen::VectorXd& raw) {
+  if (!error_.ok()) return;
+  error_ = absl::InvalidArgumentError(absl::StrCat(
+      "log_likelihood returned +inf at raw = [", absl::StrJoin(raw.data(), raw.data() + d_, ", "), "]"));
+}
+
+void Engine::CheckCaps() {
+  if (!stop_reason_.empty()) return;
+  if (calls_ >= opt_.max_likelihood_calls) {
+    stop_reason_ = absl::StrCat("max_likelihood_calls (", opt_.max_likelihood_calls, ") reached");
+  } else if (opt_.max_seconds > 0 && Elapsed() >= opt_.max_seconds) {
+    stop_reason_ = absl::StrCat("max_seconds (", opt_.max_seconds, ") reached");
+  }
+}
+
+double Engine::EvaluateIn(const double* u, Eigen::VectorXd& raw, SlotStats* stats) const {
+  for (int i = 0; i < d_; ++i) raw[i] = mean_[i] + sd_[i] * NormalQuantile(u[i]);
+  double l = fn_(raw);
+  ++stats->calls;
+  if (std::isnan(l)) l = -kInf;
+  if (l == kInf) {
+    if (!stats->saw_inf) {
+      stats->saw_inf = true;
+      stats->inf_raw = raw;
+    }
+    l = -kInf;
+  }
+  return l;
+}
+
+void Engine::AccountRound(int count) {
+  // Slot order, so that the error reported and the call count do not depend on which thread
+  // finished first. The caps are checked once per round: a round may overshoot
+  // max_likelihood_calls by less than one round's calls. The likelihood is not polled for
+  // cancellation inside a round (workers must not call the progress callback), only here.
+  for (int s = 0; s < count; ++s) {
+    calls_ += slot_stats_[s].calls;
+    if (slot_stats_[s].saw_inf) SetInfError(slot_stats_[s].inf_raw);
+  }
+  CheckCaps();
+  if (calls_ - calls_at_progress_ >= kProgressCalls) {
+    Report("sampling");
+  } else if (progress_ && error_.ok()) {
+    if (absl::Status s = progress_(kPoll); !s.ok()) error_ = s;
+  }
+}
+
+template <typename Work>
+void Engine::ParallelFor(int count, Work&& work) {
+  const int tasks = std::min(static_cast<int>(workers_.size()), count);
+  if (tasks <= 1 || pool_ == nullptr) {
+    for (int s = 0; s < count; ++s) work(s, 0);
+    return;
+  }
+  // Slots are claimed dynamically (slice chains differ in length); worker t owns workers_[t].
+  std::atomic<int> next{0};
+  TaskGroup group(pool_.get());
+  for (int t = 0; t < tasks; ++t) {
+    group.Schedule([&, t] {
+      for (int s = next.fetch_add(1); s < count; s = next.fetch_add(1)) work(s, t);
+    });
+  }
+  group.Wait();
+}
+
+void Engine::EvaluateMany(const double* u, int m, double* out) {
+  ParallelFor(m, [&](int k, int w) {
+    slot_stats_[k] = SlotStats();
+    out[k] = EvaluateIn(u + static_cast<size_t>(k) * d_, workers_[w].raw, &slot_stats_[k]);
+  });
+  AccountRound(m);
 }
 
 void Engine::Report(const std::string& message) {
@@ -358,7 +523,7 @@ void Engine::Refit(const Eigen::MatrixXd& points, double log_x) {
   SetMode(next, std::move(bound));
 }
 
-void Engine::RecordImportance(const double* u, double logl) {
+void Engine::RecordImportance(const double* u, double logl, int epoch) {
   if (!ins_valid_) return;
   if (static_cast<int64_t>(ins_l_.size()) >= kMaxImportancePoints) {
     ins_valid_ = false;
@@ -369,7 +534,7 @@ void Engine::RecordImportance(const double* u, double logl) {
   }
   ins_u_.insert(ins_u_.end(), u, u + d_);
   ins_l_.push_back(logl);
-  ins_epoch_.push_back(epoch_);
+  ins_epoch_.push_back(epoch);
 }
 
 bool Engine::DrawConstrained(double lstar, const Eigen::MatrixXd& pool,
@@ -402,7 +567,7 @@ bool Engine::DrawConstrained(double lstar, const Eigen::MatrixXd& pool,
     }
     if (mode_ == Mode::kCube && ins_valid_) ++epochs_[epoch_].proposals;
     *logl = Evaluate(u);
-    RecordImportance(u, *logl);
+    RecordImportance(u, *logl, epoch_);
     ++epoch_evals_;
     if (*logl > lstar) {
       ++epoch_accepts_;
@@ -414,57 +579,165 @@ bool Engine::DrawConstrained(double lstar, const Eigen::MatrixXd& pool,
 
 bool Engine::SliceSample(double lstar, const double* start, double start_l, double* u,
                          double* logl) {
+  return SliceWalk(lstar, start, start_l, rng_, x_.data(), y_.data(), v_.data(), work_.data(),
+                   [this](const double* p) { return Evaluate(p); }, [this] { return Halted(); },
+                   u, logl);
+}
+
+template <typename Eval, typename Halt>
+bool Engine::SliceWalk(double lstar, const double* start, double start_l, Rng& rng, double* x,
+                       double* y, double* v, double* work, Eval&& eval, Halt&& halted, double* u,
+                       double* logl) const {
   // Hit-and-run slice sampling (Neal 2003) along random directions in the metric of the nearest
   // bounding ellipsoid (as in PolyChord and dynesty's "rslice"): the direction v = L n with n
   // uniform on the unit sphere, so t ∈ [-1, 1] spans the ellipsoid. Step out by the unit width,
-  // then shrink.
-  double* x = x_.data();
-  double* y = y_.data();
-  double* v = v_.data();
+  // then shrink. Each step leaves the uniform distribution on {L > lstar} invariant.
   std::copy(start, start + d_, x);
   double lx = start_l;
-  const Ellipsoid& e = bound_->ellipsoids()[bound_->Nearest(x, work_.data())];
+  const Ellipsoid& e = bound_->ellipsoids()[bound_->Nearest(x, work)];
   const double* L = e.chol().data();
   auto inside = [&](double t, double* ly) {
     for (int i = 0; i < d_; ++i) {
       y[i] = x[i] + t * v[i];
       if (!(y[i] > 0.0 && y[i] < 1.0)) return false;
     }
-    *ly = Evaluate(y);
+    *ly = eval(y);
     return *ly > lstar;
   };
   const double w = 1.0;
   for (int step = 0; step < n_slice_; ++step) {
     double norm2 = 0.0;
     for (int i = 0; i < d_; ++i) {
-      work_[i] = rng_.Normal();
-      norm2 += work_[i] * work_[i];
+      work[i] = rng.Normal();
+      norm2 += work[i] * work[i];
     }
     const double inv = 1.0 / std::sqrt(norm2);
     for (int i = 0; i < d_; ++i) {
       double s = 0.0;
-      for (int j = 0; j <= i; ++j) s += L[i + j * d_] * work_[j];
+      for (int j = 0; j <= i; ++j) s += L[i + j * d_] * work[j];
       v[i] = s * inv;
     }
-    const double r = rng_.Uniform();
+    const double r = rng.Uniform();
     double lo = -r * w, hi = (1.0 - r) * w, ly;
-    for (int k = 0; k < 100 && !Halted() && inside(lo, &ly); ++k) lo -= w;
-    for (int k = 0; k < 100 && !Halted() && inside(hi, &ly); ++k) hi += w;
-    if (Halted()) return false;
+    for (int k = 0; k < 100 && !halted() && inside(lo, &ly); ++k) lo -= w;
+    for (int k = 0; k < 100 && !halted() && inside(hi, &ly); ++k) hi += w;
+    if (halted()) return false;
     for (;;) {
-      const double t = lo + rng_.Uniform() * (hi - lo);
+      const double t = lo + rng.Uniform() * (hi - lo);
       if (inside(t, &ly)) {
         std::copy(y, y + d_, x);
         lx = ly;
         break;
       }
-      if (Halted()) return false;
+      if (halted()) return false;
       if (t < 0) lo = t; else hi = t;
       if (hi - lo < 1e-12) break;  // numerically stuck: stay
     }
   }
   std::copy(x, x + d_, u);
   *logl = lx;
+  return true;
+}
+
+bool Engine::NextReplacement(double lstar, const Eigen::MatrixXd& pool,
+                             const std::vector<double>& pool_l, int pool_n, double* u,
+                             double* logl) {
+  for (;;) {
+    while (queue_pos_ < queue_n_) {
+      const int k = queue_pos_++;
+      // Examined at the current level: accepted iff above it, else discarded (see "Batches").
+      if (queue_l_[k] > lstar) {
+        std::copy(&queue_u_[static_cast<size_t>(k) * d_], &queue_u_[static_cast<size_t>(k + 1) * d_], u);
+        *logl = queue_l_[k];
+        if (mode_ != Mode::kSlice) ++epoch_accepts_;
+        return true;
+      }
+    }
+    if (before_round_) before_round_();
+    if (!FillQueue(lstar, pool, pool_l, pool_n)) return false;
+  }
+}
+
+bool Engine::FillQueue(double lstar, const Eigen::MatrixXd& pool, const std::vector<double>& pool_l,
+                       int pool_n) {
+  queue_n_ = queue_pos_ = 0;
+  if (Halted()) return false;
+  if (mode_ == Mode::kSlice) {
+    if (pool_n <= 0) return false;
+    // Starts and stream seeds from the run's stream, in slot order (as DrawConstrained picks its
+    // start: a random live point above lstar).
+    int m = 0;
+    for (int s = 0; s < batch_; ++s) {
+      int k = static_cast<int>(rng_.Index(pool_n));
+      for (int tries = 0; pool_l[k] <= lstar && tries < 4 * pool_n; ++tries) {
+        k = static_cast<int>(rng_.Index(pool_n));
+      }
+      const uint64_t seed = rng_.Bits();
+      if (pool_l[k] <= lstar) continue;
+      slot_start_[m] = k;
+      slot_seed_[m] = seed;
+      ++m;
+    }
+    if (m == 0) return false;
+    // The call cap, shared out between the chains so that a round overshoots it by at most m.
+    const int64_t budget = std::max<int64_t>(1, (opt_.max_likelihood_calls - calls_ + m - 1) / m);
+    ParallelFor(m, [&](int s, int w) {
+      WorkerBuffers& b = workers_[w];
+      SlotStats& st = slot_stats_[s];
+      st = SlotStats();
+      Rng rng(slot_seed_[s]);
+      auto eval = [&](const double* p) { return EvaluateIn(p, b.raw, &st); };
+      auto halted = [&] {
+        return st.saw_inf || st.calls >= budget ||
+               (opt_.max_seconds > 0 && Elapsed() >= opt_.max_seconds);
+      };
+      const int k = slot_start_[s];
+      st.ok = SliceWalk(lstar, pool.col(k).data(), pool_l[k], rng, b.x.data(), b.y.data(),
+                        b.v.data(), b.work.data(), eval, halted,
+                        &queue_u_[static_cast<size_t>(s) * d_], &queue_l_[s]);
+    });
+    AccountRound(m);
+    for (int s = 0; s < m; ++s) {  // keep the finished chains, in slot order
+      if (!slot_stats_[s].ok) continue;
+      if (s != queue_n_) {
+        std::copy(&queue_u_[static_cast<size_t>(s) * d_], &queue_u_[static_cast<size_t>(s + 1) * d_],
+                  &queue_u_[static_cast<size_t>(queue_n_) * d_]);
+        queue_l_[queue_n_] = queue_l_[s];
+      }
+      ++queue_n_;
+    }
+    return queue_n_ > 0;
+  }
+  // Rejection sampling: B proposals of the current bound (or cube) from the run's stream, as
+  // DrawConstrained makes them, then their likelihoods in parallel. Each proposal is a draw of
+  // its epoch's density (recorded for importance nested sampling whatever its likelihood).
+  int m = 0;
+  int64_t outside = 0;
+  while (m < batch_) {
+    double* u = &queue_u_[static_cast<size_t>(m) * d_];
+    if (mode_ == Mode::kCube) {
+      for (int i = 0; i < d_; ++i) u[i] = rng_.OpenUniform();
+    } else {
+      const bool kept = bound_->Sample(rng_, u, work_.data());
+      if (ins_valid_) ++epochs_[epoch_].proposals;
+      if (!kept) continue;
+      bool inside = true;
+      for (int i = 0; i < d_; ++i) inside = inside && u[i] > 0.0 && u[i] < 1.0;
+      if (!inside) {
+        if (++outside > 100000) SetMode(Mode::kCube, nullptr);  // bound hopelessly off the cube
+        continue;
+      }
+    }
+    if (mode_ == Mode::kCube && ins_valid_) ++epochs_[epoch_].proposals;
+    queue_epoch_[m] = epoch_;
+    ++m;
+  }
+  EvaluateMany(queue_u_.data(), m, queue_l_.data());
+  for (int k = 0; k < m; ++k) {
+    RecordImportance(&queue_u_[static_cast<size_t>(k) * d_], queue_l_[k], queue_epoch_[k]);
+  }
+  epoch_evals_ += m;
+  queue_n_ = m;
   return true;
 }
 
@@ -480,26 +753,49 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
   std::vector<double> u(d_);
   double l;
   epoch_ = -1;  // every batch opens new epochs, so earlier ones are closed (their R_e final)
+  queue_n_ = queue_pos_ = 0;  // candidates of an earlier batch were made under its bounds
 
   // Initial live points: uniform in the cube, or uniform above logl_start using the seeds (the
   // baseline's live set at that level) to build the bound.
   if (seeds == nullptr) {
     SetMode(Mode::kCube, nullptr);
-    for (int k = 0; k < n0 && !Halted(); ++k) {
-      for (int i = 0; i < d_; ++i) lu(i, n) = rng_.OpenUniform();
-      if (ins_valid_) ++epochs_[epoch_].proposals;
-      ll[n] = Evaluate(lu.col(n).data());
-      RecordImportance(lu.col(n).data(), ll[n]);
-      lt[n] = NewThread(-kInf, /*root=*/true, batch);
-      lc[n] = 0;
-      ++n;
+    if (batch_ == 1) {
+      for (int k = 0; k < n0 && !Halted(); ++k) {
+        for (int i = 0; i < d_; ++i) lu(i, n) = rng_.OpenUniform();
+        if (ins_valid_) ++epochs_[epoch_].proposals;
+        ll[n] = Evaluate(lu.col(n).data());
+        RecordImportance(lu.col(n).data(), ll[n], epoch_);
+        lt[n] = NewThread(-kInf, /*root=*/true, batch);
+        lc[n] = 0;
+        ++n;
+      }
+    } else {
+      // The same draws from the same stream (the likelihood uses no random numbers), evaluated
+      // batch_size at a time in parallel.
+      while (n < n0 && !Halted()) {
+        const int m = std::min(batch_, n0 - n);
+        for (int k = n; k < n + m; ++k) {
+          for (int i = 0; i < d_; ++i) lu(i, k) = rng_.OpenUniform();
+          if (ins_valid_) ++epochs_[epoch_].proposals;
+        }
+        EvaluateMany(lu.col(n).data(), m, &ll[n]);
+        for (int k = n; k < n + m; ++k) {
+          RecordImportance(lu.col(k).data(), ll[k], epoch_);
+          lt[k] = NewThread(-kInf, /*root=*/true, batch);
+          lc[k] = 0;
+        }
+        n += m;
+      }
     }
   } else {
     SetMode(Mode::kCube, nullptr);
     Refit(*seeds, log_x_start);
     const int seeds_n = static_cast<int>(seeds->cols());
     for (int k = 0; k < n0 && !Halted(); ++k) {
-      if (!DrawConstrained(logl_start, *seeds, *seeds_l, seeds_n, u.data(), &l)) break;
+      const bool drawn =
+          batch_ == 1 ? DrawConstrained(logl_start, *seeds, *seeds_l, seeds_n, u.data(), &l)
+                      : NextReplacement(logl_start, *seeds, *seeds_l, seeds_n, u.data(), &l);
+      if (!drawn) break;
       lu.col(n) = Eigen::Map<Eigen::VectorXd>(u.data(), d_);
       ll[n] = l;
       lt[n] = NewThread(logl_start, /*root=*/false, batch);
@@ -516,6 +812,18 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
   if (seeds == nullptr) since_refit = refit_interval - 1;  // first fit after one iteration
   std::vector<int> ties;
   std::vector<int> ended_threads;
+  // With batches a due refit waits until the round in flight is used up and is made just before
+  // the next round is proposed (a round's candidates all come from one bound; see "Batches").
+  // Refitting only when a round happens to end with an iteration would almost never refit once
+  // fewer than one candidate per iteration is accepted, and the stale bound would cost calls.
+  if (batch_ > 1) {
+    before_round_ = [&] {
+      if (since_refit >= refit_interval && n > d_ + 1 && !Halted()) {
+        Refit(lu.leftCols(n), log_x);
+        since_refit = 0;
+      }
+    };
+  }
   while (n > 0 && !Halted()) {
     double lmin = kInf, lmax = -kInf;
     for (int k = 0; k < n; ++k) {
@@ -564,7 +872,9 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
     }
     const int64_t deaths = static_cast<int64_t>(baseline_created_.size());
     for (int r = 0; r < static_cast<int>(ties.size()); ++r) {
-      if (!DrawConstrained(lmin, lu, ll, n, u.data(), &l)) break;
+      const bool drawn = batch_ == 1 ? DrawConstrained(lmin, lu, ll, n, u.data(), &l)
+                                     : NextReplacement(lmin, lu, ll, n, u.data(), &l);
+      if (!drawn) break;
       lu.col(n) = Eigen::Map<Eigen::VectorXd>(u.data(), d_);
       ll[n] = l;
       lt[n] = ties.size() == 1 ? ended_threads[0] : NewThread(lmin, /*root=*/false, batch);
@@ -572,11 +882,12 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
       ++n;
     }
     since_refit += static_cast<int64_t>(ties.size());
-    if (since_refit >= refit_interval && n > d_ + 1 && !Halted()) {
+    if (batch_ == 1 && since_refit >= refit_interval && n > d_ + 1 && !Halted()) {
       Refit(lu.leftCols(n), log_x);
       since_refit = 0;
     }
   }
+  before_round_ = nullptr;
   // The remaining live points end their threads, in increasing order of L.
   if (baseline) baseline_loop_points_ = static_cast<int64_t>(pts_l_.size());
   std::vector<int> rest(n);
@@ -942,6 +1253,9 @@ absl::Status NestedSamplingOptions::Validate() const {
   if (num_runs < 1 || num_runs > 256) {
     return absl::InvalidArgumentError("options.num_runs must be in [1, 256]");
   }
+  if (batch_size < 1 || batch_size > 1024) {
+    return absl::InvalidArgumentError("options.batch_size must be in [1, 1024]");
+  }
   if (threads < 1 || threads > 1024) {
     return absl::InvalidArgumentError("options.threads must be in [1, 1024]");
   }
@@ -992,7 +1306,7 @@ absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& lo
                                                    prior_mean.size() + 2));
   }
   if (options.num_runs == 1) {
-    Engine engine(log_likelihood, prior_mean, prior_sd, options, progress);
+    Engine engine(log_likelihood, prior_mean, prior_sd, options, progress, options.threads);
     absl::StatusOr<NestedSamplingResult> run = engine.Run();
     if (run.ok()) run->runs = {RunSummary(*run, options.seed)};
     return run;
@@ -1005,7 +1319,10 @@ absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& lo
   std::mutex progress_mutex;
   absl::Status stopped;
   std::unique_ptr<ThreadPool> pool;
-  if (options.threads > 1) pool = std::make_unique<ThreadPool>(std::min(options.threads, k));
+  const int outer = std::min(options.threads, k);
+  if (outer > 1) pool = std::make_unique<ThreadPool>(outer);
+  // Threads left over by the runs go to each run's candidate rounds (batch_size > 1).
+  const int inner = std::max(1, options.threads / outer);
   TaskGroup group(pool.get());
   for (int run = 0; run < k; ++run) {
     group.Schedule([&, run] {
@@ -1025,7 +1342,7 @@ absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& lo
         stopped = progress(combined);
         return stopped;
       };
-      Engine engine(log_likelihood, prior_mean, prior_sd, one, run_progress);
+      Engine engine(log_likelihood, prior_mean, prior_sd, one, run_progress, inner);
       results[run] = engine.Run();
       if (results[run].ok()) results[run]->runs = {RunSummary(*results[run], one.seed)};
     });

@@ -12,9 +12,11 @@
 //       gpsel::RunNestedSampling(loglik, prior_mean, prior_sd, options);
 //   if (r.ok()) std::cout << r->Summary() << "\n";   // log Z = -8.03 ± 0.02 ...
 //
-// A run calls the likelihood from one thread, one point at a time; with num_runs > 1 and
-// threads > 1 the runs call it from several threads at once. The same seed (and num_runs) gives
-// bit-identical results whatever the thread count (unless max_seconds cuts a run short).
+// With batch_size = 1 (the default) a run calls the likelihood from one thread, one point at a
+// time; with batch_size = B > 1 it proposes B replacement candidates at a time and evaluates them
+// on its threads. With num_runs > 1 and threads > 1 the runs also go in parallel. The same seed,
+// num_runs and batch_size give bit-identical results whatever the thread count (unless
+// max_seconds cuts a run short).
 #ifndef GPSEL_CORE_NESTED_SAMPLING_H_
 #define GPSEL_CORE_NESTED_SAMPLING_H_
 
@@ -75,8 +77,21 @@ struct NestedSamplingOptions {
   // runs go in parallel on `threads` threads. K runs of n live points estimate log Z about √K
   // times more precisely than one, and their spread is a second, model-free error estimate.
   int num_runs = 1;
-  // Threads for the runs (at most num_runs are used); the likelihood must then be thread-safe.
-  // The result does not depend on it.
+  // Live-point replacements proposed at a time inside one run, evaluated in parallel on its
+  // threads (dynesty's queue of proposals): B unit-cube proposals of the current bound while
+  // rejection sampling, B slice-sampling chains from the current live points above u = 6. They are
+  // examined in a fixed order and each one becomes the next replacement only if its likelihood
+  // exceeds the level of the death it would replace (see "Batches" in nested_sampling.cc for why
+  // that keeps the replacement uniform in the constrained prior); slice candidates that fail are
+  // discarded (about B² / (2 num_live) chains per round). A numerical option: it changes the
+  // numbers (B = 1 is today's serial run, bit for bit), the thread count never does. Useful up to
+  // about num_live / 10; in [1, 1024]. Caps and cancellation are checked between rounds: a run
+  // may exceed max_likelihood_calls by less than one round's calls (B, or B slice chains sharing
+  // the calls left), and a cancellation waits for the round in flight.
+  int batch_size = 1;
+  // Threads: for the runs (at most num_runs are used), and for each run's batch of candidates
+  // when batch_size > 1 (threads / min(threads, num_runs) per run); the likelihood must then be
+  // thread-safe. The result does not depend on it.
   int threads = 1;
 
   absl::Status Validate() const;

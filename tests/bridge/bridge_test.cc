@@ -167,6 +167,7 @@ TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
   options.importance.threads = 2;
   options.sampling.threads = 2;
   options.sampling.num_runs = 3;
+  options.sampling.batch_size = 8;
   options.mode_search.restarts = 12;
   const v1::SubmitEvidenceRequest request =
       bridge::SubmitEvidenceRequestOf(Example(), Kernel("SE"), options);
@@ -182,6 +183,7 @@ TEST(BridgeRoundTripTest, EvidenceRequestKeepsEveryOption) {
   EXPECT_EQ(back.importance.threads, 2);
   EXPECT_EQ(back.sampling.threads, 2);
   EXPECT_EQ(back.sampling.num_runs, 3);
+  EXPECT_EQ(back.sampling.batch_size, 8);
   EXPECT_EQ(back.mode_search.restarts, 12);
   // One seed, one time cap and one samples flag for both methods.
   EXPECT_EQ(back.importance.seed, 9u);

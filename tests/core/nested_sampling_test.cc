@@ -1,8 +1,11 @@
 // Tests of core/nested_sampling.h and core/ellipsoid.h against closed-form evidences (Gaussian
 // likelihood x Gaussian prior in 1-8 dimensions, correlated, bimodal, truncated by -inf/NaN), the
-// paper's GP example, dynamic runs, reproducibility, caps, cancellation and validation.
+// paper's GP example, dynamic runs, reproducibility, caps, cancellation and validation; and
+// batches of replacements evaluated in parallel (batch_size): same bits on any thread count,
+// oracles and honest errors.
 #include "core/nested_sampling.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -213,6 +216,204 @@ TEST(NestedSamplingRunsTest, OneRunIsTheSingleRunAndFourRunsHalveTheError) {
   EXPECT_EQ(merged->log_evidence_error_spread, four.log_evidence_error_spread);
   EXPECT_TRUE(merged->samples == four.samples);
   EXPECT_FALSE(MergeNestedSamplingRuns({}).ok());
+}
+
+// batch_size > 1 (candidate rounds evaluated on the run's threads): the same seed and batch size
+// give the same bits on 1, 2 and 3 threads, for rejection sampling (u = 3, with the importance
+// estimate), slice sampling (u = 8), dynamic batches (seeded from the baseline's live set) and
+// several runs sharing the threads; the batch size itself changes the numbers.
+TEST(NestedSamplingBatchTest, SameBitsWhateverTheThreadCount) {
+  struct Case {
+    EvidenceProblem p;
+    int num_live;
+    bool dynamic;
+    int num_runs;
+  };
+  const Case cases[] = {{IsotropicProblem(3, 0.2, 0.4), 0, false, 1},
+                        {IsotropicProblem(8, 0.3, 0.2), 60, false, 1},
+                        {BimodalProblem(2, 0.1, 1.0), 60, true, 1},
+                        {IsotropicProblem(2, 0.2, 0.4), 0, false, 2}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.p.prior_mean.size());
+    NestedSamplingOptions options;
+    options.seed = 31;
+    options.num_live = c.num_live;
+    options.num_bootstrap = 10;
+    options.dynamic = c.dynamic;
+    options.dynamic_target_error = 0.015;
+    options.num_runs = c.num_runs;
+    options.return_samples = true;
+    options.batch_size = 6;
+    options.threads = 1;
+    const NestedSamplingResult one = RunProblem(c.p, options);
+    SCOPED_TRACE(one.Summary());
+    EXPECT_NEAR(one.log_evidence, c.p.log_z, std::max(0.05, 3 * one.log_evidence_error));
+    for (int threads : {2, 3, 4}) {
+      options.threads = threads;
+      const NestedSamplingResult r = RunProblem(c.p, options);
+      EXPECT_EQ(r.log_evidence, one.log_evidence) << threads;
+      EXPECT_EQ(r.log_evidence_error, one.log_evidence_error) << threads;
+      EXPECT_EQ(r.log_evidence_nested, one.log_evidence_nested) << threads;
+      EXPECT_EQ(r.log_evidence_error_bootstrap, one.log_evidence_error_bootstrap) << threads;
+      EXPECT_EQ(r.likelihood_calls, one.likelihood_calls) << threads;
+      EXPECT_EQ(r.num_batches, one.num_batches) << threads;
+      EXPECT_TRUE(r.samples == one.samples) << threads;
+    }
+    options.threads = 1;
+    options.batch_size = 1;
+    const NestedSamplingResult serial = RunProblem(c.p, options);
+    EXPECT_NE(serial.log_evidence, one.log_evidence);
+  }
+}
+
+// The likelihood really is called from several threads at once when batch_size > 1 (and never
+// from more than one while batch_size = 1): the peak number of concurrent calls.
+TEST(NestedSamplingBatchTest, CallsOverlapOnlyWithBatches) {
+  const EvidenceProblem p = IsotropicProblem(2, 0.2, 0.4);
+  std::atomic<int> inside{0}, peak{0};
+  LogLikelihoodFn slow = [&](const Eigen::VectorXd& x) {
+    const int now = ++inside;
+    int seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    // Long enough that two workers' calls overlap on a loaded machine.
+    volatile double s = 0.0;
+    for (int i = 0; i < 20000; ++i) s = s + std::sqrt(static_cast<double>(i));
+    --inside;
+    return p.loglik(x);
+  };
+  NestedSamplingOptions options;
+  options.num_live = 50;
+  options.max_likelihood_calls = 2000;
+  options.threads = 2;
+  absl::StatusOr<NestedSamplingResult> serial =
+      RunNestedSampling(slow, p.prior_mean, p.prior_sd, options);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  EXPECT_EQ(peak.load(), 1);
+  options.batch_size = 8;
+  absl::StatusOr<NestedSamplingResult> batched =
+      RunNestedSampling(slow, p.prior_mean, p.prior_sd, options);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  EXPECT_EQ(peak.load(), 2);
+}
+
+TEST(NestedSamplingBatchTest, GaussianOraclesWithBatches) {
+  for (int batch : {4, 16}) {
+    for (int d : {1, 2, 3, 6}) {
+      SCOPED_TRACE(testing::Message() << "batch " << batch << ", u = " << d);
+      const EvidenceProblem p = IsotropicProblem(d, 0.1, 0.5);
+      NestedSamplingOptions options;
+      options.seed = 11 + d;
+      options.batch_size = batch;
+      options.threads = 2;
+      ExpectAccurate(RunProblem(p, options), p.log_z);
+    }
+  }
+  // Slice sampling (u = 8) and a correlated, shifted problem.
+  NestedSamplingOptions options;
+  options.seed = 21;
+  options.num_live = 60;
+  options.num_bootstrap = 10;
+  options.batch_size = 6;
+  options.threads = 2;
+  const EvidenceProblem slice = IsotropicProblem(8, 0.3, 0.2);
+  const NestedSamplingResult r = RunProblem(slice, options);
+  EXPECT_EQ(r.log_evidence_estimator, "nested");
+  EXPECT_NEAR(r.log_evidence, slice.log_z, std::max(0.05, 3 * r.log_evidence_error)) << r.Summary();
+}
+
+// The honesty test of ErrorIsHonestOverFiftySeeds with batches of 8: rejection sampling (both
+// estimates) and slice sampling (u = 7, the classic estimate). Batches that gave a biased or
+// correlated replacement would show as z-scores off zero or too wide.
+TEST(NestedSamplingBatchTest, ErrorIsHonestOverFiftySeedsWithBatches) {
+  {
+    const EvidenceProblem p = IsotropicProblem(3, 0.3, 0.4);
+    NestedSamplingOptions options;
+    options.num_bootstrap = 0;
+    options.batch_size = 8;
+    options.threads = 2;
+    double classic_z2 = 0.0, reported_z2 = 0.0, classic_z = 0.0;
+    for (int seed = 0; seed < 50; ++seed) {
+      options.seed = 1000 + seed;
+      const NestedSamplingResult r = RunProblem(p, options);
+      ASSERT_EQ(r.log_evidence_estimator, "importance");
+      const double z = (r.log_evidence_nested - p.log_z) / r.log_evidence_nested_error;
+      classic_z += z;
+      classic_z2 += z * z;
+      reported_z2 += std::pow((r.log_evidence - p.log_z) / r.log_evidence_error, 2);
+    }
+    EXPECT_NEAR(classic_z / 50, 0.0, 3 / std::sqrt(50.0));
+    const double classic_rms = std::sqrt(classic_z2 / 50);
+    EXPECT_GE(classic_rms, 0.7);
+    EXPECT_LE(classic_rms, 1.4);
+    const double reported_rms = std::sqrt(reported_z2 / 50);
+    EXPECT_GE(reported_rms, 0.4);
+    EXPECT_LE(reported_rms, 1.0);
+  }
+  {
+    const EvidenceProblem p = IsotropicProblem(7, 0.3, 0.2);
+    NestedSamplingOptions options;
+    options.num_bootstrap = 0;
+    options.num_live = 50;
+    options.batch_size = 8;
+    options.threads = 2;
+    double z_sum = 0.0, z2 = 0.0;
+    for (int seed = 0; seed < 50; ++seed) {
+      options.seed = 2000 + seed;
+      const NestedSamplingResult r = RunProblem(p, options);
+      ASSERT_EQ(r.log_evidence_estimator, "nested");
+      const double z = (r.log_evidence - p.log_z) / r.log_evidence_error;
+      z_sum += z;
+      z2 += z * z;
+    }
+    EXPECT_NEAR(z_sum / 50, 0.0, 3 / std::sqrt(50.0));
+    const double rms = std::sqrt(z2 / 50);
+    EXPECT_GE(rms, 0.7);
+    EXPECT_LE(rms, 1.4);
+  }
+}
+
+// Caps, +inf and cancellation behave with batches as without: a partial result within one round
+// of the cap, an error naming +inf, and a cancelled run that stops within one round.
+TEST(NestedSamplingBatchTest, CapsErrorsAndCancellation) {
+  const EvidenceProblem p = IsotropicProblem(2, 0.01, 0.5);
+  NestedSamplingOptions options;
+  options.batch_size = 8;
+  options.threads = 2;
+  options.max_likelihood_calls = 700;
+  absl::StatusOr<NestedSamplingResult> capped =
+      RunNestedSampling(p.loglik, p.prior_mean, p.prior_sd, options);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_TRUE(capped->partial);
+  EXPECT_THAT(capped->partial_reason, HasSubstr("max_likelihood_calls"));
+  EXPECT_GE(capped->likelihood_calls, 700);
+  EXPECT_LT(capped->likelihood_calls, 700 + 8);
+  EXPECT_TRUE(std::isfinite(capped->log_evidence));
+
+  absl::StatusOr<NestedSamplingResult> inf = RunNestedSampling(
+      [](const Eigen::VectorXd& x) { return x[0] > 1 ? kInf : 0.0; }, Eigen::VectorXd::Zero(1),
+      Eigen::VectorXd::Ones(1), options);
+  EXPECT_EQ(inf.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(inf.status().message(), HasSubstr("+inf"));
+
+  std::atomic<int64_t> calls{0};
+  LogLikelihoodFn counted = [&](const Eigen::VectorXd& x) {
+    ++calls;
+    return p.loglik(x);
+  };
+  int reports = 0;
+  int64_t calls_at_cancel = -1;
+  ProgressCallback progress = [&](const Progress& pr) {
+    if (pr.poll_only || ++reports < 3) return absl::OkStatus();
+    calls_at_cancel = calls;
+    return absl::CancelledError("client went away");
+  };
+  options.max_likelihood_calls = 5'000'000;
+  absl::StatusOr<NestedSamplingResult> r =
+      RunNestedSampling(counted, p.prior_mean, p.prior_sd, options, progress);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  ASSERT_GE(calls_at_cancel, 0);
+  EXPECT_LE(calls - calls_at_cancel, 8);
 }
 
 TEST(NestedSamplingTest, ShiftedScaledPriorAndCorrelatedLikelihood) {
@@ -454,6 +655,8 @@ TEST(NestedSamplingTest, RejectsInvalidInputNamingTheField) {
       {[](NestedSamplingOptions* o) { o->dynamic_posterior_weight = 2; }, "dynamic_posterior_weight"},
       {[](NestedSamplingOptions* o) { o->num_runs = 0; }, "num_runs"},
       {[](NestedSamplingOptions* o) { o->threads = 0; }, "threads"},
+      {[](NestedSamplingOptions* o) { o->batch_size = 0; }, "batch_size"},
+      {[](NestedSamplingOptions* o) { o->batch_size = 1025; }, "batch_size"},
       {[](NestedSamplingOptions* o) { o->max_likelihood_calls = 0; }, "max_likelihood_calls"},
       {[](NestedSamplingOptions* o) { o->max_seconds = -1; }, "max_seconds"},
       {[](NestedSamplingOptions* o) { o->max_seconds = kInf; }, "max_seconds"},

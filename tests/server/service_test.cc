@@ -271,6 +271,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   importance->set_mode_search_restarts(100000);
   evidence.mutable_options()->set_threads(-2);
   evidence.mutable_options()->set_runs(1000);
+  evidence.mutable_options()->set_batch_size(2000);
   EXPECT_THAT(bridge::FieldViolations(client->SubmitEvidence(evidence).status()),
               ::testing::UnorderedElementsAre(
                   Pair("options.method", ::testing::_),
@@ -280,7 +281,8 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
                   Pair("options.importance.covariance_inflation", ::testing::_),
                   Pair("options.importance.max_samples", ::testing::_),
                   Pair("options.importance.mode_search_restarts", ::testing::_),
-                  Pair("options.threads", ::testing::_), Pair("options.runs", ::testing::_)));
+                  Pair("options.threads", ::testing::_), Pair("options.runs", ::testing::_),
+                  Pair("options.batch_size", ::testing::_)));
   v1::PredictRequest predict;
   *predict.mutable_dataset() = base().dataset();
   predict.set_kernel("SE");
