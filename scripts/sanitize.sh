@@ -106,7 +106,8 @@ start_postgres() {
 
 run_asan() {
   local dir=build-asan
-  configure_and_build "$dir" "$asan_flags" "" 4
+  local scale=4
+  configure_and_build "$dir" "$asan_flags" "" "$scale"
   start_postgres
   local reports="$root/$dir/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
@@ -122,6 +123,9 @@ strict_init_order=1:strict_string_checks=1:detect_stack_use_after_return=0:log_p
     # instrumented static libraries, so its compiler must link the runtime too: CMake takes flags
     # in CC/CXX as part of the compiler, and run.sh calls ${CXX} for its pkg-config program.
     export CC="gcc $asan_flags" CXX="g++ $asan_flags"
+    # The waits written inside the tests (tests/test_timeout.h); ctest sets it as well, this
+    # covers the test scripts' own children.
+    export GPSEL_TEST_TIMEOUT_SCALE="$scale"
     ctest_run "$dir"
   ) || status=1
   asan_run_seconds=$((SECONDS - start))
@@ -137,7 +141,8 @@ run_tsan() {
   mkdir -p "$(dirname "$shim")"
   # shellcheck disable=SC2086  # the flags are words
   g++ $tsan_flags -O1 -std=c++17 -c "$supp/tsan_absl_mutex.cc" -o "$shim"
-  configure_and_build "$dir" "$tsan_flags" "$shim" 10 \
+  local scale=10
+  configure_and_build "$dir" "$tsan_flags" "$shim" "$scale" \
     core_tests jobs_tests jobstore_tests server_tests
   start_postgres
   local reports="$root/$dir/sanitizer-reports"
@@ -148,6 +153,7 @@ run_tsan() {
     # tests fork a child that only opens a store and exits (tests/jobstore/*_test.cc).
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:\
 suppressions=$supp/tsan.supp:print_suppressions=0:log_path=$reports/tsan"
+    export GPSEL_TEST_TIMEOUT_SCALE="$scale"
     failed=0
     ctest_run "$dir" -L 'server|jobs|jobstore' || failed=1
     ctest_run "$dir" -R "$tsan_core_tests" || failed=1
