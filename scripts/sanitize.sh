@@ -43,16 +43,20 @@ tsan_core_tests+='|SearchRecognitionTest\.OneAndFourThreads)'
 # benchmarks (bench/ is not run by ctest). The flags go on compile and link lines alike, so every
 # executable, including the gpsel-server and gpsel binaries that the server and CLI tests spawn
 # (their paths are this build's, tests/CMakeLists.txt), carries the sanitizer runtime.
+# LINK_EXTRA (a C++ object, the TSan shim) goes on C++ link lines only, as a standard library:
+# in CMAKE_EXE_LINKER_FLAGS it also reached CMake's check of the C compiler, whose gcc link has
+# no libstdc++, and the TSan configure failed before building anything.
 configure_and_build() {
   local dir="$1" flags="$2" link_extra="$3" scale="$4"
   shift 4
+  local extra=()
+  if [ -n "$link_extra" ]; then extra=(-DCMAKE_CXX_STANDARD_LIBRARIES="$link_extra"); fi
   local start=$SECONDS
   log "configure $dir: $flags"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPSEL_BUILD_BENCH=OFF \
     -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ "${launcher[@]}" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags${link_extra:+ $link_extra}" \
-    -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "${extra[@]}" \
     -DGPSEL_TEST_TIMEOUT_SCALE="$scale" >/dev/null
   local targets=()
   if [ $# -gt 0 ]; then targets=(--target "$@"); fi
