@@ -100,9 +100,12 @@ start_postgres() {
   if [ -n "${GPSEL_TEST_POSTGRES_URL:-}" ]; then
     log "using GPSEL_TEST_POSTGRES_URL from the environment"
   else
-    GPSEL_TEST_POSTGRES_URL="$(bash scripts/start-test-postgres.sh start)"
+    # This run's own cluster, stopped by directory on exit (see scripts/test.sh).
+    pg_dir_file="$(mktemp "${TMPDIR:-/tmp}/gpsel-test-pg-dir.XXXXXX")"
+    trap 'bash scripts/start-test-postgres.sh stop-recorded "$pg_dir_file" >/dev/null 2>&1 ||
+      true' EXIT
+    GPSEL_TEST_POSTGRES_URL="$(bash scripts/start-test-postgres.sh start "$pg_dir_file")"
     export GPSEL_TEST_POSTGRES_URL
-    trap 'bash scripts/start-test-postgres.sh stop >/dev/null 2>&1 || true' EXIT
   fi
   pg_started=1
   log "test PostgreSQL: $GPSEL_TEST_POSTGRES_URL"
