@@ -161,9 +161,19 @@ run_tsan() {
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:\
 suppressions=$supp/tsan.supp:print_suppressions=0:log_path=$reports/tsan"
     export GPSEL_TEST_TIMEOUT_SCALE="$scale"
+    # Cheapest first, one ctest per part, each with its own line in the log: a run stopped on a
+    # loaded machine still says which parts finished (the server tests take longest by far).
     failed=0
-    ctest_run "$dir" -L 'server|jobs|jobstore' || failed=1
-    ctest_run "$dir" -R "$tsan_core_tests" || failed=1
+    local part part_start
+    for part in core jobstore jobs server; do
+      part_start=$SECONDS
+      if [ "$part" = core ]; then
+        ctest_run "$dir" -R "$tsan_core_tests" || failed=1
+      else
+        ctest_run "$dir" -L "^$part\$" || failed=1
+      fi
+      log "TSan $part: $((SECONDS - part_start)) s, failures so far: $failed"
+    done
     exit $failed
   ) || status=1
   tsan_run_seconds=$((SECONDS - start))
