@@ -6,6 +6,14 @@
 #   scripts/start-test-postgres.sh stop             # stop the last cluster started, delete its files
 #   scripts/start-test-postgres.sh stop DIR         # stop the cluster in DIR (printed on stderr at start)
 #
+# Scripts that start a cluster and stop it on exit (scripts/test.sh, scripts/sanitize.sh,
+# scripts/soak.sh) must stop their own: "the last cluster started" is recorded in one file in
+# $TMPDIR for the whole machine, so two test runs at once stopped each other's server. They pass a
+# file of their own that start fills with the cluster's directory, and stop that one cluster:
+#   dir_file=$(mktemp); url=$(scripts/start-test-postgres.sh start "$dir_file")
+#   scripts/start-test-postgres.sh stop-recorded "$dir_file"   # stops it (if any), deletes the file
+# The directory is written as soon as it exists, so a run interrupted during start still finds it.
+#
 # The cluster lives in a fresh temp directory (data, log, unix socket), listens on 127.0.0.1 only,
 # on a free port, with trust authentication and durability off (fsync=off): it is for tests only.
 # Uses the Debian `postgresql` package (installed with apt-get if absent and we are root). As root,
@@ -59,13 +67,23 @@ free_port() {
   fi
 }
 
+# forget_last DIR: the machine-wide "last cluster" record goes only if it names DIR (it may name
+# a cluster another run started since).
+forget_last() {
+  if [ -f "$state_file" ] && [ "$(cat "$state_file")" = "$1" ]; then rm -f "$state_file"; fi
+}
+
 stop_cluster() {
   local dir="${1:-}"
   if [ -z "$dir" ]; then
     [ -f "$state_file" ] || die "no cluster recorded in $state_file; pass its directory"
     dir=$(cat "$state_file")
   fi
-  [ -d "$dir" ] || { log "$dir does not exist (already stopped?)"; rm -f "$state_file"; return 0; }
+  if [ ! -d "$dir" ]; then
+    log "$dir does not exist (already stopped?)"
+    forget_last "$dir"
+    return 0
+  fi
   [ -f "$dir/cluster.env" ] || die "$dir does not look like a test cluster (no cluster.env)"
   local bindir
   bindir=$(sed -n 's/^bindir=//p' "$dir/cluster.env")
@@ -74,11 +92,22 @@ stop_cluster() {
       log "pg_ctl stop failed (server already gone?)"
   fi
   rm -rf "$dir"
-  if [ -f "$state_file" ] && [ "$(cat "$state_file")" = "$dir" ]; then rm -f "$state_file"; fi
+  forget_last "$dir"
   log "stopped and removed $dir"
 }
 
+# stop_recorded FILE: stops the cluster whose directory FILE holds (nothing if FILE is missing
+# or empty: the start never got that far) and deletes FILE. Never the machine's "last" cluster.
+stop_recorded() {
+  local file="$1" dir=""
+  [ -n "$file" ] || die "stop-recorded needs the file given to start"
+  if [ -f "$file" ]; then dir=$(cat "$file"); fi
+  if [ -n "$dir" ]; then stop_cluster "$dir"; else log "no cluster recorded in $file"; fi
+  rm -f "$file"
+}
+
 start_cluster() {
+  local dir_file="$1"
   local bindir
   if ! bindir=$(find_bindir); then
     [ "$(id -u)" -eq 0 ] || die "PostgreSQL server not installed; run: sudo apt-get install -y postgresql"
@@ -98,6 +127,7 @@ start_cluster() {
   mkdir -p "$dir/data" "$dir/sock"
   if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$dir"; fi
   printf 'bindir=%s\n' "$bindir" >"$dir/cluster.env"
+  if [ -n "$dir_file" ]; then echo "$dir" >"$dir_file"; fi
 
   log "initdb in $dir/data ($bindir)"
   if ! as_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync \
@@ -137,7 +167,8 @@ start_cluster() {
 }
 
 case "$mode" in
-  start) start_cluster ;;
+  start) start_cluster "${2:-}" ;;
   stop) stop_cluster "${2:-}" ;;
-  *) die "usage: $0 [start|stop [DIR]]" ;;
+  stop-recorded) stop_recorded "${2:-}" ;;
+  *) die "usage: $0 [start [DIR_FILE] | stop [DIR] | stop-recorded DIR_FILE]" ;;
 esac

@@ -7,9 +7,14 @@ bash scripts/build.sh
 BUILD_DIR="${BUILD_DIR:-build}"
 
 if [ -x scripts/start-test-postgres.sh ]; then
-  pg_url="$(bash scripts/start-test-postgres.sh start)"
+  # This run's own cluster: start records its directory in a file of this run, and the exit trap
+  # stops that one (a plain `stop` stops the machine's last-started cluster, which may belong to
+  # another run at the same time). The trap is set first, so an interrupted start is cleaned too.
+  pg_dir_file="$(mktemp "${TMPDIR:-/tmp}/gpsel-test-pg-dir.XXXXXX")"
+  trap 'bash scripts/start-test-postgres.sh stop-recorded "$pg_dir_file" >/dev/null 2>&1 || true' \
+    EXIT
+  pg_url="$(bash scripts/start-test-postgres.sh start "$pg_dir_file")"
   export GPSEL_TEST_POSTGRES_URL="$pg_url"
-  trap 'bash scripts/start-test-postgres.sh stop >/dev/null 2>&1 || true' EXIT
   echo "test PostgreSQL: $GPSEL_TEST_POSTGRES_URL"
 fi
 

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "jobs/job_kind.h"
 #include "tests/jobstore/job_store_test_util.h"
+#include "tests/test_timeout.h"
 
 namespace gpsel {
 namespace {
@@ -166,9 +167,10 @@ class JobRunnerTest : public ::testing::TestWithParam<Backend> {
   }
 
   // Polls the store until `done(job)` holds; fails the test (and returns the last read) after
-  // `timeout`.
+  // `timeout` (scaled in slow builds, tests/test_timeout.h).
   Job WaitFor(const std::string& id, const std::function<bool(const Job&)>& done,
-              const std::string& what, absl::Duration timeout = absl::Seconds(30)) {
+              const std::string& what,
+              absl::Duration timeout = testing::Scaled(absl::Seconds(30))) {
     const absl::Time deadline = absl::Now() + timeout;
     Job last;
     for (;;) {

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/test_timeout.h"
 
 namespace gpsel {
 namespace {
@@ -41,9 +42,9 @@ class Latch {
   bool open_ = false;
 };
 
-// Polls `condition` until it holds or 10 s pass.
+// Polls `condition` until it holds or 10 s pass (scaled in slow builds, tests/test_timeout.h).
 bool Eventually(const std::function<bool()>& condition) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const absl::Time deadline = absl::Now() + testing::Scaled(absl::Seconds(10));
   while (!condition()) {
     if (absl::Now() > deadline) return false;
     absl::SleepFor(absl::Milliseconds(1));

@@ -20,6 +20,7 @@
 #include "bridge/convert.h"
 #include "tests/cli/json_keys.h"
 #include "tests/server/server_test_util.h"
+#include "tests/test_timeout.h"
 
 namespace gpsel::testing {
 namespace {
@@ -97,7 +98,7 @@ TEST(KillTest, JobSurvivesKillDashNineAndCompletesOnce) {
   absl::StatusOr<v1::SubmitEvidenceResponse> submitted = client->SubmitEvidence(request);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   const std::string name = submitted->job().name();
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(20));
   v1::JobState state = v1::JOB_STATE_QUEUED;
   while (state == v1::JOB_STATE_QUEUED && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
@@ -111,7 +112,7 @@ TEST(KillTest, JobSurvivesKillDashNineAndCompletesOnce) {
   ServerProcess second(args, dir / "server.log");
   ASSERT_GT(second.port(), 0);
   std::unique_ptr<Client> again = Connect(second.port());
-  absl::StatusOr<v1::Job> done = again->WaitJob(name, nullptr, absl::Seconds(150));
+  absl::StatusOr<v1::Job> done = again->WaitJob(name, nullptr, Scaled(absl::Seconds(150)));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
   EXPECT_EQ(done->attempts(), 2);  // the killed attempt and the one that finished
@@ -401,7 +402,7 @@ TEST(TlsTest, TlsServerAcceptsTrustingClientsOnly) {
   ClientOptions secure;
   secure.target = absl::StrCat("localhost:", (*server)->port());
   secure.tls_ca_file = cert;
-  secure.timeout = absl::Seconds(10);
+  secure.timeout = Scaled(absl::Seconds(10));
   auto client = Client::Create(secure);
   ASSERT_TRUE(client.ok());
   auto status = (*client)->Health();

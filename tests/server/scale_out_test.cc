@@ -39,6 +39,7 @@
 #include "store/job_store.h"
 #include "tests/jobstore/job_store_test_util.h"
 #include "tests/server/server_test_util.h"
+#include "tests/test_timeout.h"
 
 namespace gpsel::testing {
 namespace {
@@ -165,7 +166,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   const std::string name = submitted->job().name();
   const std::string id = std::string(absl::StripPrefix(name, "jobs/"));
 
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(30));
   Job claimed;
   do {
     absl::SleepFor(absl::Milliseconds(50));
@@ -190,7 +191,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   // The owner's own metrics agree: it is running an evidence job. The worker counts the job
   // just after its claim commits, so the gauge may lag the store by a moment on a loaded machine.
   std::optional<double> running_gauge;
-  deadline = absl::Now() + absl::Seconds(10);
+  deadline = absl::Now() + Scaled(absl::Seconds(10));
   do {
     running_gauge = MetricValue(HttpGet(servers[victim]->metrics_port(), "/metrics"),
                                 "gpsel_jobs_running{kind=\"evidence\"}");
@@ -214,7 +215,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
 
   // Kill it mid-run: once its worker has reported progress through a heartbeat.
   absl::StatusOr<Job> before_kill;
-  deadline = absl::Now() + absl::Seconds(30);
+  deadline = absl::Now() + Scaled(absl::Seconds(30));
   do {
     absl::SleepFor(absl::Milliseconds(50));
     before_kill = (*store)->GetJob(id);
@@ -241,7 +242,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
 
   // Follow the job in the store until it ends: every later attempt is the survivor's.
   std::set<std::string> later_owners;
-  deadline = absl::Now() + absl::Seconds(60);
+  deadline = absl::Now() + Scaled(absl::Seconds(60));
   Job last;
   while (absl::Now() < deadline) {
     absl::StatusOr<Job> job = (*store)->GetJob(id);
@@ -253,8 +254,9 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
     if (IsTerminal(last.state)) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_TRUE(IsTerminal(last.state)) << "job still " << JobStateName(last.state)
-                                      << " after 60 s (was the lease never reclaimed?)";
+  ASSERT_TRUE(IsTerminal(last.state)) << "job still " << JobStateName(last.state) << " after "
+                                      << Scaled(absl::Seconds(60))
+                                      << " (was the lease never reclaimed?)";
   EXPECT_EQ(last.state, JobState::kSucceeded) << last.error_message;
   EXPECT_GE(last.attempts, 2);
   // Taken over only once the dead worker's lease had run out (not released, not stolen early).
@@ -266,7 +268,8 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
         << owner;
   }
 
-  absl::StatusOr<v1::Job> done = clients[survivor]->WaitJob(name, nullptr, absl::Seconds(60));
+  absl::StatusOr<v1::Job> done =
+      clients[survivor]->WaitJob(name, nullptr, Scaled(absl::Seconds(60)));
   ASSERT_TRUE(done.ok()) << done.status();
   ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED);
   // An uninterrupted run with the same seed gives the same bits: the takeover re-ran the job
@@ -283,7 +286,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   // No job lost, none twice: the queue holds exactly the seven submitted jobs, all finished.
   for (const std::string& short_name : short_names) {
     absl::StatusOr<v1::Job> job = clients[survivor]->WaitJob(short_name, nullptr,
-                                                             absl::Seconds(60));
+                                                             Scaled(absl::Seconds(60)));
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << short_name << ": "
                                                      << job->error().message();
@@ -493,7 +496,7 @@ TEST_P(ScaleOutTest, ConcurrentSubmittersGetOneJobPerIdempotencyKey) {
   // And each of those jobs runs to one result.
   std::unique_ptr<Client> client = Connect(servers[0]->port());
   for (const auto& [k, name] : name_of_key) {
-    absl::StatusOr<v1::Job> job = client->WaitJob(name, nullptr, absl::Seconds(60));
+    absl::StatusOr<v1::Job> job = client->WaitJob(name, nullptr, Scaled(absl::Seconds(60)));
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error().message();
     EXPECT_EQ(job->attempts(), 1) << "nobody died, so nothing ran twice";

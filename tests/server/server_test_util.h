@@ -30,6 +30,7 @@
 #include "core/dataset.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
+#include "tests/test_timeout.h"
 
 namespace gpsel::testing {
 
@@ -72,7 +73,7 @@ inline ServerOptions TestServerOptions(const std::filesystem::path& dir) {
   options.jobs.lease = absl::Seconds(3);
   options.jobs.poll_interval = absl::Milliseconds(100);
   options.service.watch_poll_interval = absl::Milliseconds(50);
-  options.shutdown_grace = absl::Seconds(5);
+  options.shutdown_grace = Scaled(absl::Seconds(5));
   return options;
 }
 
@@ -106,7 +107,9 @@ class ServerFixture : public ::testing::Test {
   static inline std::filesystem::path* dir_ = nullptr;
 };
 
-inline std::unique_ptr<Client> Connect(int port, absl::Duration timeout = absl::Seconds(60),
+// The default deadline is for calls expected to succeed, so it scales (tests/test_timeout.h); a
+// test that expects DEADLINE_EXCEEDED passes its own, unscaled.
+inline std::unique_ptr<Client> Connect(int port, absl::Duration timeout = Scaled(absl::Seconds(60)),
                                        const std::string& token = "") {
   ClientOptions options;
   options.target = absl::StrCat("127.0.0.1:", port);

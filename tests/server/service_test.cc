@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "jobs/evidence_job.h"
 #include "tests/server/server_test_util.h"
+#include "tests/test_timeout.h"
 
 namespace gpsel::testing {
 namespace {
@@ -312,12 +313,12 @@ TEST_F(ServiceTest, DeadlineExceededMidSearchStopsTheWork) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
   // The worker thread must be released promptly: both workers are free again soon, so two
   // quick requests in parallel are served without waiting for the abandoned search.
-  std::unique_ptr<Client> quick = Connect(server_->port(), absl::Seconds(30));
+  std::unique_ptr<Client> quick = Connect(server_->port(), Scaled(absl::Seconds(30)));
   const Dataset small = LoadData("interpretable_linear.csv");
   ScoreOptions score_options;
   score_options.fit.restarts = 1;
   score_options.metrics = {Metric::kMll};
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(30));
   bool idle = false;
   while (absl::Now() < deadline && !idle) {
     const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
@@ -370,7 +371,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
 
   std::vector<v1::JobState> seen;
   absl::StatusOr<v1::Job> done = client->WaitJob(
-      name, [&](const v1::Job& job) { seen.push_back(job.state()); }, absl::Seconds(60));
+      name, [&](const v1::Job& job) { seen.push_back(job.state()); }, Scaled(absl::Seconds(60)));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
   EXPECT_EQ(seen.back(), v1::JOB_STATE_SUCCEEDED);
@@ -429,7 +430,7 @@ TEST_F(ServiceTest, RunningJobIsCancelled) {
   absl::StatusOr<v1::SubmitEvidenceResponse> submitted = client->SubmitEvidence(request);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   const std::string name = submitted->job().name();
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(30));
   v1::JobState state = v1::JOB_STATE_QUEUED;
   while (state != v1::JOB_STATE_RUNNING && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
@@ -439,7 +440,7 @@ TEST_F(ServiceTest, RunningJobIsCancelled) {
   absl::StatusOr<v1::Job> cancelling = client->CancelJob(name);
   ASSERT_TRUE(cancelling.ok());
   EXPECT_TRUE(cancelling->cancel_requested() || cancelling->state() == v1::JOB_STATE_CANCELLED);
-  absl::StatusOr<v1::Job> done = client->WaitJob(name, nullptr, absl::Seconds(30));
+  absl::StatusOr<v1::Job> done = client->WaitJob(name, nullptr, Scaled(absl::Seconds(30)));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(done->error().code(), static_cast<int>(absl::StatusCode::kCancelled));
@@ -589,10 +590,11 @@ TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(anonymous->GetJob("jobs/x").status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(anonymous->Health().ok());
-  std::unique_ptr<Client> wrong = Connect((*server)->port(), absl::Seconds(30), "s3cres");
+  std::unique_ptr<Client> wrong = Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cres");
   EXPECT_EQ(wrong->Score(data, {*ParseKernel("SE")}, score).status().code(),
             absl::StatusCode::kUnauthenticated);
-  std::unique_ptr<Client> authorized = Connect((*server)->port(), absl::Seconds(30), "s3cret");
+  std::unique_ptr<Client> authorized =
+      Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cret");
   EXPECT_TRUE(authorized->Score(data, {*ParseKernel("SE")}, score).ok());
   // The scheme is case-insensitive (RFC 7235), the token is not.
   auto get_job_with = [&](const std::string& authorization) {
@@ -620,8 +622,9 @@ TEST(ServiceShutdownTest, DrainsRunningCallsAndRefusesNewOnes) {
   ServerOptions options = TestServerOptions(dir);
   options.jobs.workers = 0;
   // The running call must end within the grace, however loaded the machine: its few seconds of
-  // work against 30 s (TestServerOptions' 5 s was too close once fits made more starts).
-  options.shutdown_grace = absl::Seconds(30);
+  // work against 30 s (TestServerOptions' 5 s was too close once fits made more starts), scaled
+  // under the sanitizers, where that work took longer than 30 s (bench/RESULTS.md).
+  options.shutdown_grace = Scaled(absl::Seconds(30));
   absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
@@ -643,7 +646,7 @@ TEST(ServiceShutdownTest, DrainsRunningCallsAndRefusesNewOnes) {
   ClientOptions once;
   once.target = absl::StrCat("127.0.0.1:", port);
   once.max_attempts = 1;
-  once.timeout = absl::Seconds(2);
+  once.timeout = Scaled(absl::Seconds(2));  // for the refusal, which is immediate
   absl::Status late = (*Client::Create(once))->Score(data, {*ParseKernel("SE")}, score).status();
   EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable) << late;
   const absl::Status finished = running.get();
