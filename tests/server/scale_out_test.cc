@@ -343,7 +343,7 @@ TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
   // server's worker another.
   Job job;
   std::vector<Job> tasks;
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(60));
   bool both_busy = false;
   while (!both_busy && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -377,7 +377,7 @@ TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
   servers[victim]->Kill(SIGKILL);
 
   // The survivor finishes everything: the lost run again, the job again after its lease ran out.
-  absl::StatusOr<v1::Job> done = clients[survivor]->WaitJob(name, nullptr, absl::Seconds(120));
+  absl::StatusOr<v1::Job> done = clients[survivor]->WaitJob(name, nullptr, Scaled(absl::Seconds(120)));
   ASSERT_TRUE(done.ok()) << done.status();
   ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
   EXPECT_GE(done->attempts(), 2);
