@@ -4,7 +4,10 @@
 //
 // Each round: PurgeFinished(0) (so every round starts from an empty table), Submit --jobs jobs
 // of --bytes bytes from W threads, then W threads loop Claim + Complete (result of --bytes bytes)
-// until Claim finds nothing. A thread either opens its own store (--per-worker-store, as W
+// until Claim finds nothing. With --tasks the work is instead --jobs tasks of one RUNNING parent
+// job (store/job_store.h "Tasks": SubmitTasks in batches of up to kMaxTasksPerBatch, one
+// transaction each, as an evidence job's runs or a search step's candidates would be), which
+// Claim hands out before jobs; "submit/s" is then tasks written per second. A thread either opens its own store (--per-worker-store, as W
 // replicas or processes would: each PostgreSQL store has its own connections) or all share one
 // (the default in gpsel-server: its job workers share the process's store, whose PostgreSQL
 // connection pool has --connections connections). UNAVAILABLE (busy / unreachable) is retried
@@ -12,12 +15,14 @@
 //
 //   queue_bench --store postgresql://postgres@127.0.0.1:PORT/gpsel_test --workers 8
 //   queue_bench --store sqlite:/tmp/q.db --workers 8 --per-worker-store
+//   queue_bench --store postgresql://... --workers 8 --tasks
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,7 +58,7 @@ double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 int main(int argc, char** argv) {
   std::string url;
   int workers = 8, jobs = 2000, rounds = 3, bytes = 100, connections = 4;
-  bool per_worker_store = false;
+  bool per_worker_store = false, tasks = false;
   CLI::App app{"JobStore claim+complete throughput"};
   app.add_option("--store", url, "sqlite:PATH or postgresql://...")->required();
   app.add_option("--workers", workers, "concurrent worker threads")->check(CLI::Range(1, 256));
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_flag("--per-worker-store", per_worker_store,
                "each worker opens its own store (default: all share one)");
+  app.add_flag("--tasks", tasks, "tasks of one running parent job instead of jobs");
   CLI11_PARSE(app, argc, argv);
 
   gpsel::JobStoreOptions options;
@@ -82,10 +88,10 @@ int main(int argc, char** argv) {
   auto store_of = [&](int worker) { return stores[per_worker_store ? worker : 0].get(); };
   const std::string payload(bytes, 'x');
 
-  std::printf("# store %s, %d workers, %s, %d connections per store, %d jobs per round, %d B\n",
+  std::printf("# store %s, %d workers, %s, %d connections per store, %d %s per round, %d B\n",
               gpsel::RedactStoreUrl(url).c_str(), workers,
               per_worker_store ? "one store per worker" : "one shared store", connections, jobs,
-              bytes);
+              tasks ? "tasks of one parent job" : "jobs", bytes);
   std::printf("%5s %10s %10s %9s %9s %9s %9s %9s %7s %6s\n", "round", "submit/s", "claim+c/s",
               "claim_p50", "claim_p99", "compl_p50", "compl_p99", "seconds", "retries", "errors");
   std::vector<double> submit_rates, claim_rates;
@@ -95,11 +101,36 @@ int main(int argc, char** argv) {
       std::cerr << "purge: " << purged.status() << "\n";
       return 1;
     }
-    // Submit from all workers at once.
+    // Submit from all workers at once (jobs), or as batches of tasks of one parent job.
     std::atomic<int> next_submit{0};
     std::atomic<int64_t> submit_errors{0};
+    std::optional<gpsel::Job> parent;
+    if (tasks) {
+      absl::StatusOr<gpsel::SubmitResult> s = stores[0]->Submit("bench-parent", payload, "", 0);
+      absl::StatusOr<std::optional<gpsel::Job>> claimed =
+          s.ok() ? stores[0]->Claim("bench-parent-worker", absl::Minutes(30))
+                 : absl::StatusOr<std::optional<gpsel::Job>>(s.status());
+      if (!claimed.ok() || !claimed->has_value() || (**claimed).id != s->job.id) {
+        std::cerr << "parent job: " << (claimed.ok() ? "not claimed" : claimed.status().ToString())
+                  << "\n";
+        return 1;
+      }
+      parent = **claimed;
+    }
     const auto submit_start = Clock::now();
-    {
+    if (tasks) {
+      for (int first = 0, batch = 0; first < jobs; ++batch) {
+        const int count = std::min(jobs - first, gpsel::JobStore::kMaxTasksPerBatch);
+        const std::vector<std::string> requests(count, payload);
+        absl::StatusOr<std::vector<gpsel::Job>> made = stores[0]->SubmitTasks(
+            parent->id, "batch-" + std::to_string(batch), "bench", requests);
+        if (!made.ok()) {
+          std::cerr << "SubmitTasks: " << made.status() << "\n";
+          return 1;
+        }
+        first += count;
+      }
+    } else {
       std::vector<std::thread> threads;
       for (int w = 0; w < workers; ++w) {
         threads.emplace_back([&, w] {
@@ -172,6 +203,11 @@ int main(int argc, char** argv) {
       for (std::thread& t : threads) t.join();
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (parent.has_value()) {
+      if (absl::Status s = stores[0]->Complete(parent->id, parent->attempts, payload); !s.ok()) {
+        std::cerr << "parent complete: " << s << "\n";
+      }
+    }
     WorkerStats all;
     for (const WorkerStats& st : stats) {
       all.done += st.done;

@@ -17,8 +17,11 @@ run() { "$bench" --workers 8 --jobs "$jobs" --rounds "$rounds" "$@"; echo; }
 run --store "$url"
 run --store "$url" --per-worker-store
 run --store "$url" --connections 8
+run --store "$url" --tasks
+run --store "$url" --tasks --connections 8
 db=$(mktemp -d)/queue.db
 run --store "sqlite:$db"
 run --store "sqlite:$db" --per-worker-store
+run --store "sqlite:$db" --tasks
 rm -rf "$(dirname "$db")"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
