@@ -273,6 +273,11 @@ class Engine {
   void SetMode(Mode mode, std::shared_ptr<const EllipsoidUnion> bound);
   void Refit(const Eigen::MatrixXd& points, double log_x);
   void RecordImportance(const double* u, double logl, int epoch);
+  // One proposal of the current bound (or the unit cube) into u, counted towards its epoch for
+  // importance nested sampling; false when the bound's draw was rejected or fell outside the
+  // cube (then draw again; `outside` counts those, and past 100,000 the run falls back to the
+  // cube).
+  bool Propose(double* u, int64_t* outside);
   // Draws u with L(u) > lstar; the slice sampler starts from a random column of pool[0, pool_n).
   bool DrawConstrained(double lstar, const Eigen::MatrixXd& pool, const std::vector<double>& pool_l,
                        int pool_n, double* u, double* logl);
@@ -537,6 +542,24 @@ void Engine::RecordImportance(const double* u, double logl, int epoch) {
   ins_epoch_.push_back(epoch);
 }
 
+bool Engine::Propose(double* u, int64_t* outside) {
+  if (mode_ == Mode::kCube) {
+    for (int i = 0; i < d_; ++i) u[i] = rng_.OpenUniform();
+    if (ins_valid_) ++epochs_[epoch_].proposals;
+    return true;
+  }
+  const bool kept = bound_->Sample(rng_, u, work_.data());
+  if (ins_valid_) ++epochs_[epoch_].proposals;
+  if (!kept) return false;
+  bool inside = true;
+  for (int i = 0; i < d_; ++i) inside = inside && u[i] > 0.0 && u[i] < 1.0;
+  if (!inside) {
+    if (++*outside > 100000) SetMode(Mode::kCube, nullptr);  // bound hopelessly off the cube
+    return false;
+  }
+  return true;
+}
+
 bool Engine::DrawConstrained(double lstar, const Eigen::MatrixXd& pool,
                              const std::vector<double>& pool_l, int pool_n, double* u,
                              double* logl) {
@@ -552,20 +575,7 @@ bool Engine::DrawConstrained(double lstar, const Eigen::MatrixXd& pool,
   }
   int64_t outside = 0;
   while (!Halted()) {
-    if (mode_ == Mode::kCube) {
-      for (int i = 0; i < d_; ++i) u[i] = rng_.OpenUniform();
-    } else {
-      const bool kept = bound_->Sample(rng_, u, work_.data());
-      if (ins_valid_) ++epochs_[epoch_].proposals;
-      if (!kept) continue;
-      bool inside = true;
-      for (int i = 0; i < d_; ++i) inside = inside && u[i] > 0.0 && u[i] < 1.0;
-      if (!inside) {
-        if (++outside > 100000) SetMode(Mode::kCube, nullptr);  // bound hopelessly off the cube
-        continue;
-      }
-    }
-    if (mode_ == Mode::kCube && ins_valid_) ++epochs_[epoch_].proposals;
+    if (!Propose(u, &outside)) continue;
     *logl = Evaluate(u);
     RecordImportance(u, *logl, epoch_);
     ++epoch_evals_;
@@ -715,20 +725,7 @@ bool Engine::FillQueue(double lstar, const Eigen::MatrixXd& pool, const std::vec
   int64_t outside = 0;
   while (m < batch_) {
     double* u = &queue_u_[static_cast<size_t>(m) * d_];
-    if (mode_ == Mode::kCube) {
-      for (int i = 0; i < d_; ++i) u[i] = rng_.OpenUniform();
-    } else {
-      const bool kept = bound_->Sample(rng_, u, work_.data());
-      if (ins_valid_) ++epochs_[epoch_].proposals;
-      if (!kept) continue;
-      bool inside = true;
-      for (int i = 0; i < d_; ++i) inside = inside && u[i] > 0.0 && u[i] < 1.0;
-      if (!inside) {
-        if (++outside > 100000) SetMode(Mode::kCube, nullptr);  // bound hopelessly off the cube
-        continue;
-      }
-    }
-    if (mode_ == Mode::kCube && ins_valid_) ++epochs_[epoch_].proposals;
+    if (!Propose(u, &outside)) continue;
     queue_epoch_[m] = epoch_;
     ++m;
   }
