@@ -178,13 +178,7 @@ TEST_P(ScaleOutTest, OtherServerFinishesTheJobOfAKilledServerOnce) {
   ASSERT_EQ(claimed.attempts, 1);
 
   // Worker ids are "HOST-PID-wN": the owner's pid tells which process holds the job.
-  int victim = -1;
-  for (int i = 0; i < 2; ++i) {
-    if (absl::StrContains(claimed.lease_owner, absl::StrCat("-", servers[i]->pid(), "-w"))) {
-      ASSERT_EQ(victim, -1) << "both servers match lease owner " << claimed.lease_owner;
-      victim = i;
-    }
-  }
+  const int victim = OwnerIndex(claimed.lease_owner, servers, 2);
   ASSERT_NE(victim, -1) << "lease owner " << claimed.lease_owner << " is neither server (pids "
                         << servers[0]->pid() << ", " << servers[1]->pid() << ")";
   const int survivor = 1 - victim;
