@@ -1,5 +1,6 @@
 // Closed-form evidence problems shared by the nested-sampling and importance-sampling tests:
-// a likelihood, an independent Gaussian prior and the exact log Z.
+// a likelihood, an independent Gaussian prior and the exact log Z (closed form, or a 1-D
+// quadrature for the banana).
 #ifndef GPSEL_TESTS_CORE_EVIDENCE_ORACLES_H_
 #define GPSEL_TESTS_CORE_EVIDENCE_ORACLES_H_
 
@@ -60,6 +61,39 @@ inline EvidenceProblem BimodalProblem(int d, double w, double a) {
     return m + std::log(std::exp(l1 - m) + std::exp(l2 - m)) + std::log(0.5) - d * std::log(w) -
            0.5 * d * std::log(2 * M_PI);
   };
+  return p;
+}
+
+// A banana: L(θ) = N(θ₁; 0, s₁²) N(θ₂; b θ₁², s₂²) under a N(0, I) prior. Integrating θ₂ in closed
+// form leaves Z = ∫ N(θ₁; 0, s₁²) φ(θ₁) N(b θ₁²; 0, 1 + s₂²) dθ₁, a 1-D integral that a fine
+// midpoint rule computes to 1e-10.
+struct Banana {
+  double b = 1.0, s1 = 0.5, s2 = 0.25;
+  double LogLikelihood(const Eigen::VectorXd& x) const {
+    const double r = x[1] - b * x[0] * x[0];
+    return -0.5 * x[0] * x[0] / (s1 * s1) - 0.5 * r * r / (s2 * s2) - std::log(2 * M_PI * s1 * s2);
+  }
+  double ExactLogEvidence() const {
+    double z = 0.0;
+    const int m = 200000;
+    const double lo = -10 * s1, h = 20 * s1 / m;
+    const double v = 1 + s2 * s2;
+    for (int k = 0; k < m; ++k) {
+      const double t = lo + (k + 0.5) * h;
+      const double c = b * t * t;
+      z += std::exp(-0.5 * t * t / (s1 * s1) - 0.5 * t * t - 0.5 * c * c / v) /
+           (2 * M_PI * s1 * std::sqrt(2 * M_PI * v)) * h;
+    }
+    return std::log(z);
+  }
+};
+
+inline EvidenceProblem BananaProblem(const Banana& banana = Banana()) {
+  EvidenceProblem p;
+  p.prior_mean = Eigen::VectorXd::Zero(2);
+  p.prior_sd = Eigen::VectorXd::Ones(2);
+  p.log_z = banana.ExactLogEvidence();
+  p.loglik = [banana](const Eigen::VectorXd& x) { return banana.LogLikelihood(x); };
   return p;
 }
 

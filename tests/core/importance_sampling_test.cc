@@ -158,37 +158,9 @@ TEST(ImportanceSamplingTest, BimodalLikelihoodWithBothModes) {
   EXPECT_NEAR(right, 0.5, 0.05);
 }
 
-// A banana: L(θ) = N(θ₁; 0, s₁²) N(θ₂; b θ₁², s₂²) under a N(0, I) prior. Integrating θ₂ in closed
-// form leaves Z = ∫ N(θ₁; 0, s₁²) φ(θ₁) N(b θ₁²; 0, 1 + s₂²) dθ₁, a 1-D integral that a fine
-// midpoint rule computes to 1e-10.
-struct Banana {
-  double b = 1.0, s1 = 0.5, s2 = 0.25;
-  double LogLikelihood(const Eigen::VectorXd& x) const {
-    const double r = x[1] - b * x[0] * x[0];
-    return -0.5 * x[0] * x[0] / (s1 * s1) - 0.5 * r * r / (s2 * s2) - std::log(2 * M_PI * s1 * s2);
-  }
-  double ExactLogEvidence() const {
-    double z = 0.0;
-    const int m = 200000;
-    const double lo = -10 * s1, h = 20 * s1 / m;
-    const double v = 1 + s2 * s2;
-    for (int k = 0; k < m; ++k) {
-      const double t = lo + (k + 0.5) * h;
-      const double c = b * t * t;
-      z += std::exp(-0.5 * t * t / (s1 * s1) - 0.5 * t * t - 0.5 * c * c / v) /
-           (2 * M_PI * s1 * std::sqrt(2 * M_PI * v)) * h;
-    }
-    return std::log(z);
-  }
-};
-
 TEST(ImportanceSamplingTest, BananaAgainstQuadrature) {
   const Banana banana;
-  EvidenceProblem p;
-  p.prior_mean = Eigen::VectorXd::Zero(2);
-  p.prior_sd = Eigen::VectorXd::Ones(2);
-  p.log_z = banana.ExactLogEvidence();
-  p.loglik = [banana](const Eigen::VectorXd& x) { return banana.LogLikelihood(x); };
+  const EvidenceProblem p = BananaProblem(banana);
   // The mode is the origin; the Hessian there is diagonal: 1/s₁² + 1 and 1/s₂² + 1.
   ProposalMode mode;
   mode.mean = Eigen::VectorXd::Zero(2);

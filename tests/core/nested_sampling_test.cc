@@ -441,6 +441,18 @@ TEST(NestedSamplingTest, BimodalLikelihood) {
   EXPECT_NEAR(right, 0.5, 0.1);
 }
 
+// The banana of tests/core/evidence_oracles.h (a curved ridge, not Gaussian: its Laplace mass is
+// 0.045 nats off), against its 1-D quadrature, with and without batches.
+TEST(NestedSamplingTest, BananaAgainstQuadrature) {
+  const EvidenceProblem p = BananaProblem();
+  for (int batch : {1, 8}) {
+    NestedSamplingOptions options;
+    options.seed = 6;
+    options.batch_size = batch;
+    ExpectAccurate(RunProblem(p, options), p.log_z);
+  }
+}
+
 TEST(NestedSamplingTest, InvalidRegionAndNaNAreZeroLikelihood) {
   // L = N(θ; 0.3, 0.5²) for θ > 0, -inf (or NaN) elsewhere; prior N(0, 1):
   // Z = N(0.3; 0, 1.25) Φ(μ/σ) with posterior μ = 0.24, σ = 1/√5.
