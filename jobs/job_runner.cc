@@ -209,7 +209,7 @@ class JobRunner::Tasks final : public JobTasks {
         std::unique_lock<std::mutex> lock(mutex);
         ++local_running;
         LocalTask& slot = local.emplace_back();
-        auto body = [&, task = **mine, &slot] {
+        auto body = [&, task = **mine] {  // `slot` by reference too: list elements stay put
           const int index = task.task_index;
           const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
             std::lock_guard<std::mutex> lock(mutex);
