@@ -22,6 +22,16 @@ Eigen::VectorXd ToVector(const google::protobuf::RepeatedField<double>& values) 
   return v;
 }
 
+// Kernel texts in results and task payloads are canonical (ToString) and were made within a
+// server's own limits, so they are parsed back with generous ones: an equal expression results.
+absl::StatusOr<KernelExpr> ParseCanonicalKernel(const std::string& text) {
+  ParseLimits generous;
+  generous.max_length = 1 << 20;
+  generous.max_depth = 1 << 10;
+  generous.max_base_kernels = 1 << 10;
+  return ParseKernel(text, generous);
+}
+
 void ToRepeated(const Eigen::VectorXd& v, google::protobuf::RepeatedField<double>* out) {
   out->Clear();
   out->Reserve(static_cast<int>(v.size()));
@@ -823,13 +833,7 @@ void ToProto(const SearchResult& result, v1::SearchResult* proto) {
 absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
   SearchResult result;
   result.metric = proto.metric();
-  // Kernel texts are canonical (ToString), so parsing back yields an equal expression; the
-  // limits are generous because the server already enforced its own.
-  ParseLimits generous;
-  generous.max_length = 1 << 20;
-  generous.max_depth = 1 << 10;
-  generous.max_base_kernels = 1 << 10;
-  absl::StatusOr<KernelExpr> best = ParseKernel(proto.best_kernel(), generous);
+  absl::StatusOr<KernelExpr> best = ParseCanonicalKernel(proto.best_kernel());
   if (!best.ok()) return best.status();
   result.best_kernel = *std::move(best);
   result.best_score = proto.best_score();
@@ -872,6 +876,62 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
   result.threads = proto.threads();
   result.seconds = proto.seconds();
   return result;
+}
+
+// ---- task payloads of search and score jobs ---------------------------------------------------
+
+v1::SearchCandidateTask SearchCandidateTaskOf(const v1::SearchRequest& search,
+                                              const CandidateToScore& candidate) {
+  v1::SearchCandidateTask task;
+  *task.mutable_search() = search;
+  task.set_kernel(ToString(candidate.kernel));
+  task.set_seed(candidate.seed);
+  task.set_has_warm_start(candidate.warm_start.has_value());
+  if (candidate.warm_start) ToRepeated(*candidate.warm_start, task.mutable_warm_start());
+  return task;
+}
+
+absl::StatusOr<CandidateToScore> FromProto(const v1::SearchCandidateTask& task) {
+  absl::StatusOr<KernelExpr> kernel = ParseCanonicalKernel(task.kernel());
+  if (!kernel.ok()) return InvalidField("kernel", std::string(kernel.status().message()));
+  CandidateToScore candidate;
+  candidate.kernel = *std::move(kernel);
+  candidate.seed = task.seed();
+  if (task.has_warm_start()) candidate.warm_start = ToVector(task.warm_start());
+  return candidate;
+}
+
+void ToProto(const absl::StatusOr<CandidateScore>& outcome, v1::SearchCandidateOutcome* proto) {
+  proto->Clear();
+  if (!outcome.ok()) {
+    proto->mutable_error()->set_code(static_cast<int>(outcome.status().code()));
+    proto->mutable_error()->set_message(std::string(outcome.status().message()));
+    return;
+  }
+  proto->set_value(outcome->value);
+  proto->set_uncertainty(outcome->uncertainty);
+  ToProto(outcome->details, proto->mutable_details());
+  for (const std::string& name : outcome->parameter_names) proto->add_parameter_names(name);
+  ToRepeated(outcome->raw_optimum, proto->mutable_raw_optimum());
+}
+
+absl::StatusOr<CandidateScore> FromProto(const v1::SearchCandidateOutcome& proto) {
+  if (proto.has_error()) {
+    const int code = proto.error().code();
+    // An OK or unknown code in a failed outcome would read as success; keep it a failure.
+    const absl::StatusCode status_code =
+        code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+            ? static_cast<absl::StatusCode>(code)
+            : absl::StatusCode::kUnknown;
+    return absl::Status(status_code, proto.error().message());
+  }
+  CandidateScore score;
+  score.value = proto.value();
+  score.uncertainty = proto.uncertainty();
+  score.details = FromProto(proto.details());
+  score.parameter_names.assign(proto.parameter_names().begin(), proto.parameter_names().end());
+  score.raw_optimum = ToVector(proto.raw_optimum());
+  return score;
 }
 
 // ---- requests ------------------------------------------------------------------------------

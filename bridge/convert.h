@@ -32,6 +32,7 @@
 #include "core/score.h"
 #include "core/search.h"
 #include "gpsel/v1/job.pb.h"
+#include "gpsel/v1/job_tasks.pb.h"
 #include "gpsel/v1/model_selection.pb.h"
 #include "gpsel/v1/types.pb.h"
 
@@ -108,6 +109,17 @@ void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* reque
 void ToProto(const SearchResult& result, v1::SearchResult* proto);
 // INVALID_ARGUMENT when best_kernel does not parse.
 absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto);
+
+// ---- task payloads of search and score jobs (proto/gpsel/v1/job_tasks.proto) ---------------
+
+// The task of one candidate of a search job with request `search`.
+v1::SearchCandidateTask SearchCandidateTaskOf(const v1::SearchRequest& search,
+                                              const CandidateToScore& candidate);
+// INVALID_ARGUMENT naming "kernel" when the kernel does not parse.
+absl::StatusOr<CandidateToScore> FromProto(const v1::SearchCandidateTask& task);
+// A candidate's outcome: its score, or (error set) why it failed.
+void ToProto(const absl::StatusOr<CandidateScore>& outcome, v1::SearchCandidateOutcome* proto);
+absl::StatusOr<CandidateScore> FromProto(const v1::SearchCandidateOutcome& proto);
 
 // ---- requests the client sends, built from core types ------------------------------------
 

@@ -48,6 +48,18 @@ class Backend {
   virtual absl::StatusOr<v1::SubmitEvidenceResponse> SubmitEvidence(const Dataset& data,
                                                      const KernelExpr& kernel,
                                                      const EvidenceOptions& options) = 0;
+  // A search or a multi-kernel score as a job on the server's shared queue (remote only): run
+  // and waited for (…AsJob), or submitted without waiting (Submit…).
+  virtual absl::StatusOr<SearchResult> SearchAsJob(const Dataset& data,
+                                                   const SearchOptions& options,
+                                                   const ProgressCallback& progress) = 0;
+  virtual absl::StatusOr<v1::SubmitSearchResponse> SubmitSearch(const Dataset& data,
+                                                                const SearchOptions& options) = 0;
+  virtual absl::StatusOr<std::vector<KernelScore>> ScoreAsJob(
+      const Dataset& data, const std::vector<KernelExpr>& kernels, const ScoreOptions& options,
+      const ProgressCallback& progress) = 0;
+  virtual absl::StatusOr<v1::SubmitScoreResponse> SubmitScore(
+      const Dataset& data, const std::vector<KernelExpr>& kernels, const ScoreOptions& options) = 0;
   virtual absl::StatusOr<PredictResult> Predict(const Dataset& data, const KernelExpr& kernel,
                                                 const Eigen::MatrixXd& x_new,
                                                 const PredictOptions& options,
@@ -67,6 +79,17 @@ struct RemoteFlags {
 void AddRemoteFlags(CLI::App& sub, RemoteFlags& flags, bool server_required,
                     double default_timeout_seconds = 600);
 
+// --job and --detach of the commands that can run on a server's shared job queue (search,
+// score): with --job the work is a job whose parts any replica sharing the server's job store
+// may take, and the command waits for it; --detach submits it and prints the job instead.
+struct JobFlags {
+  bool job = false;
+  bool detach = false;
+  bool queued() const { return job || detach; }
+};
+void AddJobFlags(CLI::App& sub, JobFlags& flags, const std::string& parts);
+// INVALID_ARGUMENT naming the flag when it is given without --server.
+absl::Status CheckJobFlags(const JobFlags& flags, const RemoteFlags& remote);
 // A client for the flags (token and TLS also from GPSEL_AUTH_TOKEN, GPSEL_TLS, GPSEL_TLS_CA,
 // GPSEL_TLS_CERT, GPSEL_TLS_KEY where no flag gives them).
 absl::StatusOr<std::unique_ptr<Client>> Connect(const RemoteFlags& flags);

@@ -130,6 +130,14 @@ absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& 
   return settings;
 }
 
+void PrintSubmitted(const google::protobuf::Message& response, const v1::Job& job, bool json) {
+  if (json) {
+    PrintJson(response);
+  } else {
+    std::cout << "submitted " << job.name() << "\n";
+  }
+}
+
 void PrintJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;

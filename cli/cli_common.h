@@ -23,6 +23,7 @@
 #include "core/score.h"
 #include "core/search.h"
 #include "core/time_estimate.h"
+#include "gpsel/v1/job.pb.h"
 
 namespace gpsel::cli {
 
@@ -70,6 +71,9 @@ absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags);
 // Prints `message` in the protobuf JSON mapping with the .proto field names (snake_case), every
 // field present, indented: what `--json` prints for every command.
 void PrintJson(const google::protobuf::Message& message);
+
+// What --detach prints: the Submit…Response (with --json) or "submitted jobs/{id}".
+void PrintSubmitted(const google::protobuf::Message& response, const v1::Job& job, bool json);
 
 // Before long work: "gpsel: estimated 3:05 and 1.2 GB (...)" on stderr when the time estimate
 // exceeds kAnnounceSeconds (never on stdout, so --json output stays clean).

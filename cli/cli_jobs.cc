@@ -22,12 +22,21 @@ std::string StateName(v1::JobState state) {
 }
 
 void PrintJobLine(const v1::Job& job) {
-  std::cout << absl::StrFormat("%-31s %-9s %5.1f%%  attempts %d  %s", job.name(),
-                               StateName(job.state()), 100.0 * job.progress().fraction(),
-                               job.attempts(), job.kernel());
+  std::cout << absl::StrFormat("%-31s %-8s %-9s %5.1f%%  attempts %d  %s", job.name(),
+                               job.kind(), StateName(job.state()),
+                               100.0 * job.progress().fraction(), job.attempts(), job.kernel());
   if (job.has_evidence_result()) {
     std::cout << absl::StrFormat("  log Z = %.4f ± %.4f", job.evidence_result().log_evidence(),
                                  job.evidence_result().log_evidence_error());
+  }
+  if (job.has_search_result()) {
+    const v1::SearchResult& result = job.search_result();
+    std::cout << absl::StrFormat("  best %s, %s = %.4f (%d candidates fitted)",
+                                 result.best_kernel(), result.metric(), result.best_score(),
+                                 result.candidates_scored());
+  }
+  if (job.has_score_result()) {
+    std::cout << absl::StrFormat("  %d kernel(s) scored", job.score_result().scores_size());
   }
   if (job.has_error()) std::cout << "  error: " << job.error().message();
   std::cout << "\n";

@@ -1,6 +1,7 @@
 // `gpsel score`: fit each kernel and print the paper's metrics, one row per kernel, the best
 // value of every metric column marked; or, with --json, the ScoreResponse message in the protobuf
-// JSON mapping. In-process unless --server is given.
+// JSON mapping. In-process unless --server is given (with --job or --detach: as a job whose
+// kernels every replica sharing the server's job store may fit).
 #include <iostream>
 #include <algorithm>
 #include <map>
@@ -24,6 +25,7 @@ struct ScoreFlags {
   std::string metrics = "mll,map,aic,bic,lap,lap0,lap_aic,lap_bic";
   std::vector<double> laplace_r;
   int threads = 0;  // 0: one per core
+  JobFlags queue;
 };
 
 // "3/12d": starts at the optimum / starts, and the first letter of the winner's kind.
@@ -131,13 +133,22 @@ int RunScore(const ScoreFlags& flags) {
   options.scale_x = *scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
+  if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
+  if (flags.queue.detach) {
+    absl::StatusOr<v1::SubmitScoreResponse> submitted =
+        (*backend)->SubmitScore(*data, kernels, options);
+    if (!submitted.ok()) return ReportError(submitted.status());
+    PrintSubmitted(*submitted, submitted->job(), flags.fit.json);
+    return kExitOk;
+  }
   AnnounceEstimate(EstimateScoreTime(*data, kernels, options),
                    EstimateScoreMemory(*data, kernels, options), remote);
   TerminalProgress progress(!flags.fit.json && StderrIsTerminal());
   absl::StatusOr<std::vector<KernelScore>> result =
-      (*backend)->Score(*data, kernels, options, progress.callback());
+      flags.queue.job ? (*backend)->ScoreAsJob(*data, kernels, options, progress.callback())
+                      : (*backend)->Score(*data, kernels, options, progress.callback());
   progress.Finish();
   if (!result.ok()) return ReportError(result.status());
   const std::vector<KernelScore>& scores = *result;
@@ -171,6 +182,7 @@ CommandRunner SetupScore(CLI::App& sub) {
                  "extra Laplace variant with minimal correction r (repeatable)");
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
+  AddJobFlags(sub, flags->queue, "its kernels");
   return [flags] { return RunScore(*flags); };
 }
 

@@ -1,5 +1,7 @@
 // `gpsel search`: Compositional Kernel Search on a dataset, in-process or on a gpsel-server
-// (--server; the server streams progress), with a live progress line on a terminal. Prints the
+// (--server; the server streams progress; with --job or --detach the search is a job whose
+// candidates every replica sharing the server's job store may fit), with a live progress line on
+// a terminal. Prints the
 // trace and the best kernel's metrics, or with --json the SearchResult message in the protobuf
 // JSON mapping.
 //
@@ -34,6 +36,7 @@ struct SearchFlags {
   int threads = 0;
   bool warm_start = true;
   bool score_kept = false;
+  JobFlags queue;
 };
 
 int RunSearch(const SearchFlags& flags) {
@@ -67,8 +70,19 @@ int RunSearch(const SearchFlags& flags) {
   }
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
+  if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
+  if (flags.queue.queued() && options.scorer) {
+    return ReportError(absl::InvalidArgumentError(
+        "--metric evidence: runs in-process only; use a fitted metric with --job or --detach"));
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
+  if (flags.queue.detach) {
+    absl::StatusOr<v1::SubmitSearchResponse> submitted = (*backend)->SubmitSearch(*data, options);
+    if (!submitted.ok()) return ReportError(submitted.status());
+    PrintSubmitted(*submitted, submitted->job(), flags.fit.json);
+    return kExitOk;
+  }
   if (!options.scorer) {  // a custom scorer (evidence) has no cost model
     SearchOptions estimated = options;
     if (estimated.threads == 0) {
@@ -80,7 +94,8 @@ int RunSearch(const SearchFlags& flags) {
   absl::StatusOr<SearchResult> result;
   {
     TerminalProgress progress(StderrIsTerminal());
-    result = (*backend)->Search(*data, options, progress.callback());
+    result = flags.queue.job ? (*backend)->SearchAsJob(*data, options, progress.callback())
+                             : (*backend)->Search(*data, options, progress.callback());
     progress.Finish();
   }
   if (!result.ok()) return ReportError(result.status());
@@ -124,6 +139,7 @@ CommandRunner SetupSearch(CLI::App& sub) {
                "MLL + MAP fit per kept kernel other than the best");
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
+  AddJobFlags(sub, flags->queue, "each step's candidates");
   return [flags] { return RunSearch(*flags); };
 }
 

@@ -9,6 +9,12 @@
 namespace gpsel::cli {
 namespace {
 
+// What a flag that needs a server's job queue says in-process.
+absl::Status NoQueue(const char* flag) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, ": needs --server (an in-process run has no job queue to leave it on)"));
+}
+
 class LocalBackend : public Backend {
  public:
   std::string Describe() const override { return "in-process"; }
@@ -40,8 +46,27 @@ class LocalBackend : public Backend {
 
   absl::StatusOr<v1::SubmitEvidenceResponse> SubmitEvidence(const Dataset&, const KernelExpr&,
                                              const EvidenceOptions&) override {
-    return absl::InvalidArgumentError(
-        "--detach: needs --server (an in-process run has no job queue to leave it on)");
+    return NoQueue("--detach");
+  }
+
+  absl::StatusOr<SearchResult> SearchAsJob(const Dataset&, const SearchOptions&,
+                                           const ProgressCallback&) override {
+    return NoQueue("--job");
+  }
+  absl::StatusOr<v1::SubmitSearchResponse> SubmitSearch(const Dataset&,
+                                                        const SearchOptions&) override {
+    return NoQueue("--detach");
+  }
+  absl::StatusOr<std::vector<KernelScore>> ScoreAsJob(const Dataset&,
+                                                      const std::vector<KernelExpr>&,
+                                                      const ScoreOptions&,
+                                                      const ProgressCallback&) override {
+    return NoQueue("--job");
+  }
+  absl::StatusOr<v1::SubmitScoreResponse> SubmitScore(const Dataset&,
+                                                      const std::vector<KernelExpr>&,
+                                                      const ScoreOptions&) override {
+    return NoQueue("--detach");
   }
 
   absl::StatusOr<PredictResult> Predict(const Dataset& data, const KernelExpr& kernel,

@@ -42,6 +42,33 @@ class RemoteBackend : public Backend {
     return client_->SubmitEvidence(bridge::SubmitEvidenceRequestOf(data, kernel, options));
   }
 
+  absl::StatusOr<SearchResult> SearchAsJob(const Dataset& data, const SearchOptions& options,
+                                           const ProgressCallback& progress) override {
+    return client_->SearchAsJob(data, options, progress);
+  }
+
+  absl::StatusOr<v1::SubmitSearchResponse> SubmitSearch(const Dataset& data,
+                                                        const SearchOptions& options) override {
+    v1::SubmitSearchRequest request;
+    *request.mutable_search() = bridge::SearchRequestOf(data, options);
+    return client_->SubmitSearch(std::move(request));
+  }
+
+  absl::StatusOr<std::vector<KernelScore>> ScoreAsJob(const Dataset& data,
+                                                      const std::vector<KernelExpr>& kernels,
+                                                      const ScoreOptions& options,
+                                                      const ProgressCallback& progress) override {
+    return client_->ScoreAsJob(data, kernels, options, progress);
+  }
+
+  absl::StatusOr<v1::SubmitScoreResponse> SubmitScore(const Dataset& data,
+                                                      const std::vector<KernelExpr>& kernels,
+                                                      const ScoreOptions& options) override {
+    v1::SubmitScoreRequest request;
+    *request.mutable_score() = bridge::ScoreRequestOf(data, kernels, options);
+    return client_->SubmitScore(std::move(request));
+  }
+
   absl::StatusOr<PredictResult> Predict(const Dataset& data, const KernelExpr& kernel,
                                         const Eigen::MatrixXd& x_new,
                                         const PredictOptions& options,
@@ -70,6 +97,25 @@ void AddRemoteFlags(CLI::App& sub, RemoteFlags& flags, bool server_required,
                  "file with the bearer token (default: $GPSEL_AUTH_TOKEN)");
   sub.add_flag("--tls", flags.tls, "connect with TLS (system roots unless --tls-ca)");
   sub.add_option("--tls-ca", flags.tls_ca, "PEM file of the CA to trust (implies --tls)");
+}
+
+void AddJobFlags(CLI::App& sub, JobFlags& flags, const std::string& parts) {
+  sub.add_flag("--job", flags.job,
+               absl::StrCat("with --server: run as a job on the server's shared queue, ", parts,
+                            " spread over every replica sharing its job store, and wait for it "
+                            "(the same result as without)"));
+  sub.add_flag("--detach", flags.detach,
+               "with --server: submit as a job (as --job) and print the job instead of waiting; "
+               "follow it with `gpsel jobs wait`");
+}
+
+absl::Status CheckJobFlags(const JobFlags& flags, const RemoteFlags& remote) {
+  if (flags.queued() && remote.server.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flags.detach ? "--detach" : "--job",
+        ": needs --server (an in-process run has no job queue to leave it on)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Connect(const RemoteFlags& flags) {

@@ -198,6 +198,28 @@ absl::StatusOr<v1::SubmitEvidenceResponse> Client::SubmitEvidence(
   return response;
 }
 
+absl::StatusOr<v1::SubmitSearchResponse> Client::SubmitSearch(v1::SubmitSearchRequest request) {
+  if (request.request_id().empty()) request.set_request_id(RandomRequestId());
+  v1::SubmitSearchResponse response;
+  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
+    response.Clear();
+    return stub_->SubmitSearch(context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::SubmitScoreResponse> Client::SubmitScore(v1::SubmitScoreRequest request) {
+  if (request.request_id().empty()) request.set_request_id(RandomRequestId());
+  v1::SubmitScoreResponse response;
+  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
+    response.Clear();
+    return stub_->SubmitScore(context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<v1::Job> Client::GetJob(const std::string& name) {
   v1::GetJobRequest request;
   request.set_name(name);
@@ -317,25 +339,75 @@ absl::StatusOr<std::string> Client::SubmitEvidence(const Dataset& data, const Ke
   return response->job().name();
 }
 
-absl::StatusOr<EvidenceResult> Client::Evidence(const Dataset& data, const KernelExpr& kernel,
-                                                const EvidenceOptions& options,
-                                                const ProgressCallback& progress) {
-  absl::StatusOr<std::string> name = SubmitEvidence(data, kernel, options);
-  if (!name.ok()) return name.status();
+absl::StatusOr<v1::Job> Client::FollowJob(const std::string& name,
+                                          const ProgressCallback& progress) {
   absl::Status stop = absl::OkStatus();
   bool cancel_sent = false;
-  absl::StatusOr<v1::Job> job = WaitJob(*name, [&](const v1::Job& update) {
+  absl::StatusOr<v1::Job> job = WaitJob(name, [&](const v1::Job& update) {
     if (!progress || !stop.ok()) return;
     stop = progress(bridge::FromProto(update.progress()));
     if (!stop.ok() && !cancel_sent) {
       cancel_sent = true;
-      (void)CancelJob(*name);  // the job then ends CANCELLED and the wait returns
+      (void)CancelJob(name);  // the job then ends CANCELLED and the wait returns
     }
   });
   if (!job.ok()) return job.status();
   if (!stop.ok()) return stop;
   if (absl::Status outcome = JobOutcome(*job); !outcome.ok()) return outcome;
+  return job;
+}
+
+absl::StatusOr<EvidenceResult> Client::Evidence(const Dataset& data, const KernelExpr& kernel,
+                                                const EvidenceOptions& options,
+                                                const ProgressCallback& progress) {
+  absl::StatusOr<std::string> name = SubmitEvidence(data, kernel, options);
+  if (!name.ok()) return name.status();
+  absl::StatusOr<v1::Job> job = FollowJob(*name, progress);
+  if (!job.ok()) return job.status();
   return bridge::FromProto(job->evidence_result());
+}
+
+absl::StatusOr<std::string> Client::SubmitSearch(const Dataset& data,
+                                                 const SearchOptions& options) {
+  v1::SubmitSearchRequest request;
+  *request.mutable_search() = bridge::SearchRequestOf(data, options);
+  absl::StatusOr<v1::SubmitSearchResponse> response = SubmitSearch(std::move(request));
+  if (!response.ok()) return response.status();
+  return response->job().name();
+}
+
+absl::StatusOr<SearchResult> Client::SearchAsJob(const Dataset& data, const SearchOptions& options,
+                                                 const ProgressCallback& progress) {
+  absl::StatusOr<std::string> name = SubmitSearch(data, options);
+  if (!name.ok()) return name.status();
+  absl::StatusOr<v1::Job> job = FollowJob(*name, progress);
+  if (!job.ok()) return job.status();
+  return bridge::FromProto(job->search_result());
+}
+
+absl::StatusOr<std::string> Client::SubmitScore(const Dataset& data,
+                                                const std::vector<KernelExpr>& kernels,
+                                                const ScoreOptions& options) {
+  v1::SubmitScoreRequest request;
+  *request.mutable_score() = bridge::ScoreRequestOf(data, kernels, options);
+  absl::StatusOr<v1::SubmitScoreResponse> response = SubmitScore(std::move(request));
+  if (!response.ok()) return response.status();
+  return response->job().name();
+}
+
+absl::StatusOr<std::vector<KernelScore>> Client::ScoreAsJob(const Dataset& data,
+                                                            const std::vector<KernelExpr>& kernels,
+                                                            const ScoreOptions& options,
+                                                            const ProgressCallback& progress) {
+  absl::StatusOr<std::string> name = SubmitScore(data, kernels, options);
+  if (!name.ok()) return name.status();
+  absl::StatusOr<v1::Job> job = FollowJob(*name, progress);
+  if (!job.ok()) return job.status();
+  std::vector<KernelScore> scores;
+  for (const v1::KernelScore& score : job->score_result().scores()) {
+    scores.push_back(bridge::FromProto(score));
+  }
+  return scores;
 }
 
 }  // namespace gpsel

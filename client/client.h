@@ -1,8 +1,8 @@
 // gpsel::Client: the C++ client library of gpsel-server (gpsel.v1.ModelSelectionService).
 //
 // Every call has a deadline (ClientOptions::timeout), unary calls are retried with exponential
-// backoff on UNAVAILABLE (server restarting or draining; SubmitEvidence is safe to retry because
-// it carries an idempotency key), and errors come back as absl::Status with the server's
+// backoff on UNAVAILABLE (server restarting or draining; the Submit calls are safe to retry because
+// they carry an idempotency key), and errors come back as absl::Status with the server's
 // google.rpc details as payloads (see bridge/convert.h: FieldViolations, ErrorReason). Results
 // are offered both as protobuf messages and as core types, so a remote result prints with the
 // same code as an in-process one.
@@ -68,6 +68,8 @@ class Client {
   absl::StatusOr<v1::PredictResponse> Predict(const v1::PredictRequest& request);
   // A random request_id is filled in when empty, so retries never create a second job.
   absl::StatusOr<v1::SubmitEvidenceResponse> SubmitEvidence(v1::SubmitEvidenceRequest request);
+  absl::StatusOr<v1::SubmitSearchResponse> SubmitSearch(v1::SubmitSearchRequest request);
+  absl::StatusOr<v1::SubmitScoreResponse> SubmitScore(v1::SubmitScoreRequest request);
   absl::StatusOr<v1::Job> GetJob(const std::string& name);
   absl::StatusOr<v1::Job> CancelJob(const std::string& name);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
@@ -100,6 +102,21 @@ class Client {
                                           const EvidenceOptions& options,
                                           const ProgressCallback& progress = nullptr);
 
+  // A search or a multi-kernel score as a job on the server's shared queue, whose candidates
+  // (kernels) any replica sharing its job store may fit: the same result as Search / Score.
+  // Submit* return the job name; the others submit, follow with progress and return the result
+  // as Evidence does.
+  absl::StatusOr<std::string> SubmitSearch(const Dataset& data, const SearchOptions& options);
+  absl::StatusOr<SearchResult> SearchAsJob(const Dataset& data, const SearchOptions& options,
+                                           const ProgressCallback& progress = nullptr);
+  absl::StatusOr<std::string> SubmitScore(const Dataset& data,
+                                          const std::vector<KernelExpr>& kernels,
+                                          const ScoreOptions& options);
+  absl::StatusOr<std::vector<KernelScore>> ScoreAsJob(const Dataset& data,
+                                                      const std::vector<KernelExpr>& kernels,
+                                                      const ScoreOptions& options,
+                                                      const ProgressCallback& progress = nullptr);
+
   const ClientOptions& options() const { return options_; }
 
  private:
@@ -107,6 +124,9 @@ class Client {
   void Prepare(grpc::ClientContext* context, absl::Time deadline) const;
   // Runs `call` until it succeeds, fails with a non-retryable code, or attempts/deadline run out.
   absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
+  // Waits for job `name`, passing its progress to `progress`; cancels the job when `progress`
+  // returns non-OK. The SUCCEEDED job, or the job's (or the progress callback's) error.
+  absl::StatusOr<v1::Job> FollowJob(const std::string& name, const ProgressCallback& progress);
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -559,17 +559,21 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
                                                       const std::vector<KernelExpr>& kernels,
                                                       const ScoreOptions& options,
                                                       const ProgressCallback& progress,
-                                                      int* failed_kernel) {
+                                                      int* failed_kernel,
+                                                      const KernelRoundScorer& score_round) {
   // Fewer base kernels first: a kernel can only contain kernels of at most its size.
   std::vector<size_t> order(kernels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return NumBaseKernels(kernels[a]) < NumBaseKernels(kernels[b]);
   });
-  std::vector<std::optional<KernelScore>> scores(kernels.size());
+  // Each kernel's parents and round (0-based), in that order.
+  std::vector<KernelToScore> entries(kernels.size());
+  std::vector<int> round_of(kernels.size(), 0);
+  int rounds = 0;
   for (size_t position = 0; position < order.size(); ++position) {
     const size_t i = order[position];
-    // The largest contained kernels scored so far: each bounds the ones it contains in turn,
+    // The largest contained kernels scored before it: each bounds the ones it contains in turn,
     // so starting from those alone keeps the chain monotone at the cost of one start each.
     std::vector<size_t> contained;
     for (size_t before = 0; before < position; ++before) {
@@ -578,19 +582,55 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
         contained.push_back(j);
       }
     }
-    ScoreOptions kernel_options = options;
+    entries[position].index = i;
     for (size_t j : contained) {
       const bool inside_another = std::any_of(contained.begin(), contained.end(), [&](size_t k) {
         return kernels[k] != kernels[j] && KernelContains(kernels[k], kernels[j]);
       });
-      if (!inside_another) kernel_options.nested_parents.push_back({kernels[j], &*scores[j]});
+      if (!inside_another) {
+        entries[position].nested_parents.push_back(j);
+        round_of[i] = std::max(round_of[i], round_of[j] + 1);
+      }
     }
-    absl::StatusOr<KernelScore> score = ScoreKernel(data, kernels[i], kernel_options, progress);
-    if (!score.ok()) {
-      if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
-      return score.status();
+    rounds = std::max(rounds, round_of[i] + 1);
+  }
+
+  std::vector<std::optional<KernelScore>> scores(kernels.size());
+  if (score_round) {
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<KernelToScore> batch;
+      for (const KernelToScore& entry : entries) {
+        if (round_of[entry.index] == round) batch.push_back(entry);
+      }
+      const ProgressCallback round_progress = [&progress, round, rounds](const Progress& inner) {
+        if (inner.poll_only) return ReportProgress(progress, inner);
+        Progress outer = inner;
+        outer.fraction = (round + std::clamp(inner.fraction, 0.0, 1.0)) / rounds;
+        return ReportProgress(progress, outer);
+      };
+      absl::StatusOr<std::vector<KernelScore>> scored =
+          score_round(round + 1, batch, scores, round_progress);
+      if (!scored.ok()) return scored.status();
+      if (scored->size() != batch.size()) {
+        return absl::InternalError(absl::StrCat("ScoreKernels: ", scored->size(),
+                                                " scores for a round of ", batch.size()));
+      }
+      for (size_t k = 0; k < batch.size(); ++k) scores[batch[k].index] = std::move((*scored)[k]);
     }
-    scores[i] = *std::move(score);
+  } else {
+    for (const KernelToScore& entry : entries) {
+      ScoreOptions kernel_options = options;
+      for (size_t j : entry.nested_parents) {
+        kernel_options.nested_parents.push_back({kernels[j], &*scores[j]});
+      }
+      absl::StatusOr<KernelScore> score =
+          ScoreKernel(data, kernels[entry.index], kernel_options, progress);
+      if (!score.ok()) {
+        if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(entry.index);
+        return score.status();
+      }
+      scores[entry.index] = *std::move(score);
+    }
   }
   std::vector<KernelScore> out;
   for (auto& score : scores) out.push_back(*std::move(score));

@@ -13,6 +13,7 @@
 #ifndef GPSEL_CORE_SCORE_H_
 #define GPSEL_CORE_SCORE_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -190,11 +191,29 @@ absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& sc
 // MLL is not below that of a kernel it contains, except for what the bounds leave of the
 // switched-off part (README, "Nested kernels"). Results are in the order of `kernels`. On an
 // error, `failed_kernel` (if given) receives the index of the kernel that failed.
+//
+// The kernels fall into rounds: a kernel's round comes after those of every kernel it starts
+// from, and the kernels of one round do not depend on each other. With `score_round`, each round
+// is handed to it in one call instead of being scored here one kernel after another (a score
+// job makes each kernel a task that any replica may run, jobs/score_job.h); the results are the
+// same, since a kernel's score depends only on its own inputs and its parents' scores.
+struct KernelToScore {
+  size_t index = 0;                   // into `kernels`
+  std::vector<size_t> nested_parents;  // kernels of earlier rounds its fits start from
+};
+// Scores one round: for each entry, in order, exactly what ScoreKernel(data, kernels[index],
+// options with nested_parents = {kernels[p], &(*scored)[p]} for p in entry.nested_parents)
+// returns. `round` is 1-based; `scored` holds the scores of the earlier rounds by kernel index.
+// An error fails the whole ScoreKernels call with it.
+using KernelRoundScorer = std::function<absl::StatusOr<std::vector<KernelScore>>(
+    int round, const std::vector<KernelToScore>& entries,
+    const std::vector<std::optional<KernelScore>>& scored, const ProgressCallback& progress)>;
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
                                                       const std::vector<KernelExpr>& kernels,
                                                       const ScoreOptions& options,
                                                       const ProgressCallback& progress = nullptr,
-                                                      int* failed_kernel = nullptr);
+                                                      int* failed_kernel = nullptr,
+                                                      const KernelRoundScorer& score_round = nullptr);
 
 // Free raw values of every parameter of a fit of `score` by name (fixed ones included), in the
 // scaled model's raw space: what nested embeddings start from.

@@ -588,13 +588,25 @@ class KernelSearchRun {
   absl::Status Prepare();
   // Scores every slot (cache or pool); returns the callback's status when cancelled.
   absl::Status ScoreStep(int depth, std::vector<Slot>& slots);
+  // ScoreStep's scoring of the slots `to_score` by options_.score_candidates, in one batch;
+  // `done` of `total` candidates of the step are reported already.
+  absl::Status ScoreElsewhere(int depth, std::vector<Slot>& slots, const std::vector<int>& to_score,
+                              int done, int total);
+  // Fills a scored slot's record from its result (a non-finite value fails the candidate).
+  void RecordResult(Slot& slot) const;
   absl::Status ReportCandidate(int depth, const Slot& slot, int done, int total);
+  // Puts a complete step's scored slots into the cache, in slot order.
+  absl::Status StoreStep(std::vector<Slot>& slots, const std::vector<int>& to_score);
   // `slot`'s kernel scored with every paper metric (plus options.score.metrics and the search
   // metric), with its candidate's seed and warm start; the default scorer's fit of it is reused,
   // so only the fits the other metrics need are made. Progress: stage "rescore", this being
   // re-score `index` of `count`.
   absl::StatusOr<KernelScore> RescoreWithEveryMetric(const Slot& slot, int index, int count);
   bool Cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  // The search metric's name (a custom scorer's label).
+  std::string Label() const {
+    return core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  }
 
   const Dataset& data_;
   const SearchOptions& options_;
@@ -668,7 +680,7 @@ absl::Status KernelSearchRun::ReportCandidate(int depth, const Slot& slot, int d
   progress.stage = "search";
   progress.fraction = std::min(
       1.0, (depth - 1 + static_cast<double>(done) / std::max(total, 1)) / options_.max_depth);
-  const std::string label = core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  const std::string label = Label();
   progress.message = absl::StrFormat("step %d/%d, candidate %d/%d: %s ", depth,
                                      options_.max_depth, done, total, record.kernel);
   if (record.ok) {
@@ -726,8 +738,67 @@ absl::StatusOr<KernelScore> KernelSearchRun::RescoreWithEveryMetric(const Slot& 
              : ScoreKernel(data_, slot.kernel, final_options, final_progress);
 }
 
+void KernelSearchRun::RecordResult(Slot& slot) const {
+  if (slot.result.ok() && !std::isfinite(slot.result->value)) {
+    slot.result = absl::FailedPreconditionError(
+        absl::StrCat(Label(), " is not finite (", slot.result->value, ")"));
+  }
+  if (slot.result.ok()) {
+    slot.record.ok = true;
+    slot.record.score = slot.result->value;
+    slot.record.uncertainty = slot.result->uncertainty;
+  } else {
+    slot.record.error = std::string(slot.result.status().message());
+  }
+}
+
+absl::Status KernelSearchRun::ScoreElsewhere(int depth, std::vector<Slot>& slots,
+                                             const std::vector<int>& to_score, int done,
+                                             int total) {
+  if (to_score.empty()) return absl::OkStatus();
+  std::vector<CandidateToScore> batch;
+  batch.reserve(to_score.size());
+  for (int index : to_score) {
+    batch.push_back({slots[index].kernel, slots[index].record.seed, slots[index].warm_start});
+  }
+  // The batch's own fraction is spread over the step's candidates not yet reported.
+  const int reported = done;
+  const ProgressCallback batch_progress = [this, depth, reported, total,
+                                           count = static_cast<int>(to_score.size())](
+                                              const Progress& inner) -> absl::Status {
+    if (!progress_) return absl::OkStatus();
+    if (inner.poll_only) return progress_(inner);
+    const double step_done =
+        (reported + std::clamp(inner.fraction, 0.0, 1.0) * count) / std::max(total, 1);
+    Progress progress;
+    progress.stage = "search";
+    progress.fraction = std::min(1.0, (depth - 1 + step_done) / options_.max_depth);
+    progress.message = absl::StrFormat("step %d/%d: %d candidate(s) being scored elsewhere",
+                                       depth, options_.max_depth, count);
+    if (!inner.message.empty()) absl::StrAppend(&progress.message, ": ", inner.message);
+    return progress_(progress);
+  };
+  absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> outcomes =
+      options_.score_candidates(depth, batch, batch_progress);
+  if (!outcomes.ok()) return outcomes.status();
+  if (outcomes->size() != to_score.size()) {
+    return absl::InternalError(absl::StrCat("kernel search: ", outcomes->size(),
+                                            " outcomes for ", to_score.size(), " candidates"));
+  }
+  for (size_t k = 0; k < to_score.size(); ++k) {
+    Slot& slot = slots[to_score[k]];
+    slot.result = std::move((*outcomes)[k]);
+    slot.record.seconds = slot.result.ok() ? slot.result->details.seconds : 0.0;
+    RecordResult(slot);
+    // As on the search's own threads: a candidate that ran out of memory stops the search.
+    if (absl::IsResourceExhausted(slot.result.status())) return slot.result.status();
+    if (absl::Status s = ReportCandidate(depth, slot, ++done, total); !s.ok()) return s;
+  }
+  return StoreStep(slots, to_score);
+}
+
 absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
-  const std::string label = core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  const std::string label = Label();
   const int total = static_cast<int>(slots.size());
   int done = 0;
   auto cancel = [this](const absl::Status& status) {
@@ -751,16 +822,11 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
     slot.record.warm_started = hit->warm_start.has_value();
     slot.warm_start = hit->warm_start;
     ++done;
-    if (slot.result.ok()) {
-      slot.record.ok = true;
-      slot.record.score = slot.result->value;
-      slot.record.uncertainty = slot.result->uncertainty;
-    } else {
-      slot.record.error = std::string(slot.result.status().message());
-    }
+    RecordResult(slot);
     if (absl::Status s = ReportCandidate(depth, slot, done, total); !s.ok()) cancel(s);
   }
   if (Cancelled()) return cancel_status_;
+  if (options_.score_candidates) return ScoreElsewhere(depth, slots, to_score, done, total);
 
   // Workers put the index of each finished slot here; this thread reports and records them.
   std::mutex finished_mutex;
@@ -790,10 +856,6 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
               "out of memory while fitting candidate ", slot.record.kernel));
         }
         slot.record.seconds = SecondsSince(start);
-        if (slot.result.ok() && !std::isfinite(slot.result->value)) {
-          slot.result = absl::FailedPreconditionError(
-              absl::StrCat(label, " is not finite (", slot.result->value, ")"));
-        }
       }
       // Notified under the lock: once the last index is visible this thread may return and
       // destroy finished_changed (it is on its stack), so no worker may touch it afterwards.
@@ -822,18 +884,16 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
     }
     Slot& slot = slots[index];
     ++done;
-    if (slot.result.ok()) {
-      slot.record.ok = true;
-      slot.record.score = slot.result->value;
-      slot.record.uncertainty = slot.result->uncertainty;
-    } else {
-      slot.record.error = std::string(slot.result.status().message());
-      if (absl::IsResourceExhausted(slot.result.status())) cancel(slot.result.status());
-    }
+    RecordResult(slot);
+    if (absl::IsResourceExhausted(slot.result.status())) cancel(slot.result.status());
     if (Cancelled()) continue;
     if (absl::Status s = ReportCandidate(depth, slot, done, total); !s.ok()) cancel(s);
   }
   if (Cancelled()) return cancel_status_;
+  return StoreStep(slots, to_score);
+}
+absl::Status KernelSearchRun::StoreStep(std::vector<Slot>& slots, const std::vector<int>& to_score) {
+  const std::string label = Label();
   // Results are stored only for a complete step, in slot order.
   for (int index : to_score) {
     Slot& slot = slots[index];
@@ -854,7 +914,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   if (cache_ == nullptr) cache_ = &local_cache;
 
   SearchResult result;
-  result.metric = core_metric_ ? std::string(MetricName(*core_metric_)) : options_.metric;
+  result.metric = Label();
   result.max_depth = options_.max_depth;
   result.beam_width = options_.beam_width;
   result.threads = threads_;

@@ -121,6 +121,26 @@ struct CandidateRequest {
 using CandidateScorer = std::function<absl::StatusOr<CandidateScore>(
     const Dataset& data, const KernelExpr& kernel, const CandidateRequest& request)>;
 
+// One candidate of a step handed to a CandidateBatchScorer: what the search would pass to its
+// scorer for it (the request's cancellation aside).
+struct CandidateToScore {
+  KernelExpr kernel;                        // canonical
+  uint64_t seed = 0;                        // CandidateSeed(search seed, kernel text)
+  std::optional<Eigen::VectorXd> warm_start;  // see CandidateRequest::warm_start
+};
+
+// Scores the candidates of one step (`step` is its 1-based number) somewhere else than on the
+// search's own threads, e.g. as tasks of a job that any replica may run (jobs/search_job.h).
+// Returns one outcome per candidate, in order, each exactly what SearchOptions::scorer (or the
+// default scorer) returns for it, so that the search's result does not depend on where its
+// candidates ran; a failed outcome is a failed candidate, as with the scorer. A non-OK return
+// stops the search with that status (cancellation, a lost job lease, a broken store).
+// `progress` takes the step's fraction done and, through its answer, cancellation.
+using CandidateBatchScorer =
+    std::function<absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>>(
+        int step, const std::vector<CandidateToScore>& candidates,
+        const ProgressCallback& progress)>;
+
 // The default scorer: ScoreKernel with `score_options` (its seed and warm start replaced by the
 // request's), computing `metric` plus score_options.metrics; the candidate's value is `metric`.
 // A metric that is undefined for the kernel (plain Lap with a non-positive-definite Hessian)
@@ -213,6 +233,11 @@ struct SearchOptions {
   // itself needs only the fits of `metric`). `gpsel report --search` sets it, so that the
   // kernels of the search's path are not fitted a second time for its comparison.
   bool score_kept_kernels = false;
+  // Where each step's candidates are scored: empty = on the search's own `threads`. When set,
+  // the candidates that are not in the cache go to it, one call per step, and must come back
+  // as `scorer` (or the default scorer) would score them; the re-scores with every metric at
+  // the end still run here.
+  CandidateBatchScorer score_candidates;
 
   // Checks that need no data: INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "jobs/evidence_job.h"
+#include "jobs/score_job.h"
+#include "jobs/search_job.h"
 #include "metrics/core_metrics.h"
 #include "metrics/process_collector.h"
 
@@ -119,6 +121,12 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   // Register...JobKind call here. The runner and the service share the registry.
   auto job_kinds = std::make_shared<JobKindRegistry>();
   if (absl::Status s = RegisterEvidenceJobKind(job_kinds.get(), options.service.limits); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RegisterSearchJobKinds(job_kinds.get(), options.service.limits); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RegisterScoreJobKinds(job_kinds.get(), options.service.limits); !s.ok()) {
     return s;
   }
   if (options.jobs.workers > 0) {

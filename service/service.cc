@@ -19,6 +19,8 @@
 #include "core/search.h"
 #include "bridge/convert.h"
 #include "jobs/evidence_job.h"
+#include "jobs/score_job.h"
+#include "jobs/search_job.h"
 
 namespace gpsel {
 namespace {
@@ -58,6 +60,15 @@ absl::Status AttachField(absl::Status status, const std::string& field) {
     return bridge::InvalidField(field, std::string(status.message()));
   }
   return status;
+}
+
+// A request validated inside a Submit* wrapper names its fields relative to the wrapped request
+// ("dataset.y"); the caller sees them from its own message ("search.dataset.y").
+absl::Status PrefixFields(const absl::Status& status, const std::string& prefix) {
+  std::vector<std::pair<std::string, std::string>> violations = bridge::FieldViolations(status);
+  if (!absl::IsInvalidArgument(status) || violations.empty()) return status;
+  for (auto& [field, description] : violations) field = prefix + field;
+  return bridge::InvalidFields(violations);
 }
 
 // A unary call whose work runs on the worker pool: remembers cancellation for the numerics.
@@ -490,8 +501,60 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
   // Store the canonical kernel text so that listings show one spelling per kernel.
   v1::SubmitEvidenceRequest stored = *request;
   stored.set_kernel(ToString(valid->kernel));
+  bool created = false;
+  status = SubmitJob(kEvidenceJobKind, stored, request->request_id(), response->mutable_job(),
+                     &created);
+  if (status.ok()) response->set_created(created);
+  reactor->FinishWith(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
+    grpc::CallbackServerContext* context, const v1::SubmitSearchRequest* request,
+    v1::SubmitSearchResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  absl::Status status = Admit(context);
+  // Validated now, so that a bad request is refused at once rather than failing as a job; the
+  // job validates again when it runs (the limits may have changed by then).
+  absl::StatusOr<ValidSearch> valid =
+      status.ok() ? ValidateSearchRequest(request->search(), options_.limits) : status;
+  if (!valid.ok()) {
+    reactor->FinishWith(PrefixFields(valid.status(), "search."));
+    return reactor;
+  }
+  bool created = false;
+  status = SubmitJob(kSearchJobKind, *request, request->request_id(), response->mutable_job(),
+                     &created);
+  if (status.ok()) response->set_created(created);
+  reactor->FinishWith(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitScore(
+    grpc::CallbackServerContext* context, const v1::SubmitScoreRequest* request,
+    v1::SubmitScoreResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  absl::Status status = Admit(context);
+  absl::StatusOr<ValidScore> valid =
+      status.ok() ? ValidateScoreRequest(request->score(), options_.limits) : status;
+  if (!valid.ok()) {
+    reactor->FinishWith(PrefixFields(valid.status(), "score."));
+    return reactor;
+  }
+  bool created = false;
+  status = SubmitJob(kScoreJobKind, *request, request->request_id(), response->mutable_job(),
+                     &created);
+  if (status.ok()) response->set_created(created);
+  reactor->FinishWith(status);
+  return reactor;
+}
+
+absl::Status ModelSelectionServiceImpl::SubmitJob(std::string_view kind,
+                                                  const google::protobuf::Message& stored,
+                                                  const std::string& request_id, v1::Job* job,
+                                                  bool* created) {
   absl::StatusOr<SubmitResult> submitted = store_->Submit(
-      kEvidenceJobKind, stored.SerializeAsString(), request->request_id(), options_.max_queued_jobs);
+      std::string(kind), stored.SerializeAsString(), request_id, options_.max_queued_jobs);
   if (!submitted.ok()) {
     absl::Status error = submitted.status();
     if (IsStoreFull(error)) {
@@ -503,28 +566,26 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
       if (metrics_) metrics_->RecordRejection("job_queue_full");
       error = bridge::WithErrorInfo(error, "JOB_QUEUE_FULL");
     }
-    reactor->FinishWith(error);
-    return reactor;
+    return error;
   }
   if (!submitted->created) {
-    // The same key with a different request is a conflict, not a retry (AIP-155): say so
-    // instead of returning the other request's job as if it were this one's.
-    v1::SubmitEvidenceRequest earlier;
-    if (!earlier.ParseFromString(submitted->job.request) ||
-        !google::protobuf::util::MessageDifferencer::Equals(earlier, stored)) {
-      reactor->FinishWith(bridge::WithErrorInfo(
+    // The same key with a different request (or for another kind of job) is a conflict, not a
+    // retry (AIP-155): say so instead of returning the other request's job as if it were this
+    // one's.
+    std::unique_ptr<google::protobuf::Message> earlier(stored.New());
+    if (submitted->job.kind != kind || !earlier->ParseFromString(submitted->job.request) ||
+        !google::protobuf::util::MessageDifferencer::Equals(*earlier, stored)) {
+      return bridge::WithErrorInfo(
           absl::AlreadyExistsError(absl::StrCat(
-              "request_id: '", request->request_id(), "' was used for a different request (job ",
+              "request_id: '", request_id, "' was used for a different request (job ",
               submitted->job.id, "); use a new request_id for a new request")),
-          "IDEMPOTENCY_KEY_REUSED"));
-      return reactor;
+          "IDEMPOTENCY_KEY_REUSED");
     }
   }
-  JobToProto(submitted->job, kinds_.get(), response->mutable_job());
-  response->set_created(submitted->created);
+  JobToProto(submitted->job, kinds_.get(), job);
+  *created = submitted->created;
   if (submitted->created && runner_ != nullptr) runner_->Wake();
-  reactor->FinishWith(absl::OkStatus());
-  return reactor;
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServerContext* context,

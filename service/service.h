@@ -68,6 +68,12 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   grpc::ServerUnaryReactor* SubmitEvidence(grpc::CallbackServerContext* context,
                                            const v1::SubmitEvidenceRequest* request,
                                            v1::SubmitEvidenceResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitSearch(grpc::CallbackServerContext* context,
+                                         const v1::SubmitSearchRequest* request,
+                                         v1::SubmitSearchResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitScore(grpc::CallbackServerContext* context,
+                                        const v1::SubmitScoreRequest* request,
+                                        v1::SubmitScoreResponse* response) override;
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
                                    const v1::GetJobRequest* request,
                                    v1::GetJobResponse* response) override;
@@ -88,6 +94,12 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   // Queues CPU work; false (and a RESOURCE_EXHAUSTED status in *refusal) when full.
   bool Schedule(std::function<void()> task, absl::Status* refusal);
   void UpdatePoolMetrics();
+  // Stores a validated Submit* request (`stored`, its canonical form) as a job of `kind`,
+  // idempotent per `request_id`, and fills the response's job and created. A full store gives
+  // STORE_FULL, a full queue JOB_QUEUE_FULL, the same key with another request
+  // IDEMPOTENCY_KEY_REUSED (AIP-155).
+  absl::Status SubmitJob(std::string_view kind, const google::protobuf::Message& stored,
+                         const std::string& request_id, v1::Job* job, bool* created);
 
   ServiceOptions options_;
   BoundedWorkerPool* pool_;

@@ -14,6 +14,7 @@
 #include "core/dataset.h"
 #include "core/gp_model.h"
 #include "core/kernel_expr.h"
+#include "core/nested_embedding.h"
 #include "core/score.h"
 #include "core/search.h"
 
@@ -160,6 +161,61 @@ TEST(OptimaTest, SunspotNestedKernelsNeverLoseLikelihood) {
   EXPECT_GE((*scores)[0].metrics.at("mll"), (*scores)[1].metrics.at("mll") - 1e-6);
   EXPECT_GE((*scores)[0].metrics.at("mll"), (*scores)[2].metrics.at("mll") - 1e-6);
   EXPECT_GE((*scores)[1].metrics.at("mll"), (*scores)[2].metrics.at("mll") - 1e-6);
+}
+
+// ScoreKernels in rounds (what a score job hands to tasks, jobs/score_job.h): every kernel comes
+// in a round after those of the kernels its fits start from, and scoring each round elsewhere
+// (here: one kernel after another, in reverse) gives the scores of the one-process order, bit
+// for bit.
+TEST(OptimaTest, SunspotKernelsScoredInRoundsEqualTheOneProcessScores) {
+  const Dataset data = Load("sunspots_yearly.csv");
+  const std::vector<KernelExpr> kernels = {Kernel("C*PER*SE + C*SE"), Kernel("C*PER*SE"),
+                                           Kernel("C*SE"), Kernel("C*SE + LIN")};
+  ScoreOptions options;
+  options.metrics = {Metric::kMll, Metric::kMap, Metric::kLap0};
+  options.fit.threads = 2;
+  absl::StatusOr<std::vector<KernelScore>> sequential = ScoreKernels(data, kernels, options);
+  ASSERT_TRUE(sequential.ok()) << sequential.status();
+
+  std::vector<int> round_of(kernels.size(), 0);
+  const KernelRoundScorer score_round =
+      [&](int round, const std::vector<KernelToScore>& entries,
+          const std::vector<std::optional<KernelScore>>& scored, const ProgressCallback& progress)
+      -> absl::StatusOr<std::vector<KernelScore>> {
+    std::vector<KernelScore> out(entries.size());
+    for (size_t k = entries.size(); k-- > 0;) {
+      const KernelToScore& entry = entries[k];
+      round_of[entry.index] = round;
+      ScoreOptions kernel_options = options;
+      for (size_t parent : entry.nested_parents) {
+        // A parent is scored, in an earlier round, and contained in the kernel.
+        EXPECT_TRUE(scored[parent].has_value());
+        EXPECT_GT(round_of[parent], 0);
+        EXPECT_LT(round_of[parent], round);
+        EXPECT_TRUE(KernelContains(kernels[entry.index], kernels[parent]));
+        kernel_options.nested_parents.push_back({kernels[parent], &*scored[parent]});
+      }
+      absl::StatusOr<KernelScore> score =
+          ScoreKernel(data, kernels[entry.index], kernel_options, progress);
+      if (!score.ok()) return score.status();
+      out[k] = *std::move(score);
+    }
+    return out;
+  };
+  absl::StatusOr<std::vector<KernelScore>> in_rounds =
+      ScoreKernels(data, kernels, options, nullptr, nullptr, score_round);
+  ASSERT_TRUE(in_rounds.ok()) << in_rounds.status();
+  ASSERT_EQ(in_rounds->size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    EXPECT_GT(round_of[i], 0) << ToString(kernels[i]) << " never scored";
+    EXPECT_EQ((*in_rounds)[i].kernel, (*sequential)[i].kernel);
+    EXPECT_EQ((*in_rounds)[i].metrics, (*sequential)[i].metrics) << (*in_rounds)[i].kernel;
+  }
+  // C*SE starts nothing and comes first; the sum that contains both others comes after them.
+  EXPECT_EQ(round_of[2], 1);
+  EXPECT_GT(round_of[0], round_of[1]);
+  EXPECT_GT(round_of[0], round_of[2]);
+  EXPECT_GT(round_of[3], round_of[2]);
 }
 
 // --scale-x auto: the same series in years and in decades is the same model, so every metric is

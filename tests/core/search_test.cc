@@ -614,3 +614,131 @@ TEST(SearchRecognitionTest, KeptKernelsScoresEqualScoreKernelWithTheirSeed) {
 
 }  // namespace
 }  // namespace gpsel
+
+namespace gpsel {
+namespace {
+
+// SearchOptions::score_candidates: a step's candidates scored elsewhere (here: by the default
+// scorer, one after another and in reverse order, as tasks on other replicas could be) give
+// the search that scores them on its own threads, bit for bit; each step hands over exactly its
+// candidates that are not in the cache, once.
+TEST(SearchElsewhereTest, CandidatesScoredElsewhereGiveTheSameSearch) {
+  const Dataset data = SampleGp("MAT32", 40, 0.0, 3.0, {}, 0.05, 5);
+  const SearchResult local = Search(data, "lap0", 2);
+
+  SearchOptions options;
+  options.metric = "lap0";
+  options.threads = 2;
+  options.score.fit.restarts = 3;
+  options.score.fit.seed = 11;
+  const CandidateScorer scorer = MakeMetricScorer(Metric::kLap0, options.score);
+  std::vector<int> batch_sizes;
+  options.score_candidates = [&](int step, const std::vector<CandidateToScore>& candidates,
+                                 const ProgressCallback& progress)
+      -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
+    EXPECT_EQ(step, static_cast<int>(batch_sizes.size()) + 1);
+    batch_sizes.push_back(static_cast<int>(candidates.size()));
+    std::vector<absl::StatusOr<CandidateScore>> outcomes(candidates.size(),
+                                                         absl::UnknownError("unset"));
+    for (size_t k = candidates.size(); k-- > 0;) {
+      CandidateRequest request;
+      request.seed = candidates[k].seed;
+      request.warm_start = candidates[k].warm_start;
+      // Every candidate carries the seed the search gives it, from its text alone.
+      EXPECT_EQ(candidates[k].seed, CandidateSeed(11, ToString(candidates[k].kernel)));
+      outcomes[k] = scorer(data, candidates[k].kernel, request);
+      if (absl::Status s = progress({"tasks", 1.0 - k / double(candidates.size()), ""}); !s.ok()) {
+        return s;
+      }
+    }
+    return outcomes;
+  };
+  absl::StatusOr<SearchResult> elsewhere = RunKernelSearch(data, options);
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+
+  ASSERT_EQ(elsewhere->steps.size(), local.steps.size());
+  int handed_over = 0;
+  for (size_t s = 0; s < local.steps.size(); ++s) {
+    ASSERT_EQ(elsewhere->steps[s].candidates.size(), local.steps[s].candidates.size());
+    for (size_t c = 0; c < local.steps[s].candidates.size(); ++c) {
+      const CandidateRecord& a = local.steps[s].candidates[c];
+      const CandidateRecord& b = elsewhere->steps[s].candidates[c];
+      EXPECT_EQ(a.kernel, b.kernel);
+      EXPECT_EQ(a.ok, b.ok);
+      EXPECT_EQ(a.from_cache, b.from_cache);
+      EXPECT_EQ(a.warm_started, b.warm_started);
+      EXPECT_EQ(a.chosen, b.chosen);
+      EXPECT_EQ(std::memcmp(&a.score, &b.score, sizeof(double)), 0)
+          << a.kernel << ": " << a.score << " vs " << b.score;
+      handed_over += !b.from_cache;
+    }
+    EXPECT_EQ(elsewhere->steps[s].chosen, local.steps[s].chosen);
+  }
+  EXPECT_EQ(ToString(elsewhere->best_kernel), ToString(local.best_kernel));
+  EXPECT_EQ(elsewhere->best.metrics, local.best.metrics);
+  EXPECT_EQ(elsewhere->stop_reason, local.stop_reason);
+  // One batch per step, of exactly the candidates that were fitted.
+  ASSERT_EQ(batch_sizes.size(), local.steps.size());
+  int batched = 0;
+  for (int size : batch_sizes) batched += size;
+  EXPECT_EQ(batched, handed_over);
+  EXPECT_EQ(batched, elsewhere->candidates_scored);
+}
+
+// A failed outcome is a failed candidate (recorded, never chosen); an error of the batch itself
+// (a lost lease, a broken store) stops the search with it.
+TEST(SearchElsewhereTest, FailedOutcomesAreFailedCandidatesAndBatchErrorsStopTheSearch) {
+  SearchOptions options;
+  options.metric = "bic";
+  options.max_depth = 2;
+  options.score.fit.restarts = 2;
+  const Dataset data = SmallData();
+  const CandidateScorer scorer = MakeMetricScorer(Metric::kBic, options.score);
+  options.score_candidates = [&](int, const std::vector<CandidateToScore>& candidates,
+                                 const ProgressCallback&)
+      -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
+    std::vector<absl::StatusOr<CandidateScore>> outcomes;
+    for (const CandidateToScore& candidate : candidates) {
+      if (ToString(candidate.kernel) == "LIN") {
+        outcomes.push_back(absl::FailedPreconditionError("LIN refused by the test"));
+        continue;
+      }
+      CandidateRequest request;
+      request.seed = candidate.seed;
+      request.warm_start = candidate.warm_start;
+      outcomes.push_back(scorer(data, candidate.kernel, request));
+    }
+    return outcomes;
+  };
+  absl::StatusOr<SearchResult> result = RunKernelSearch(data, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  bool saw_lin = false;
+  for (const CandidateRecord& record : result->steps[0].candidates) {
+    if (record.kernel != "LIN") continue;
+    saw_lin = true;
+    EXPECT_FALSE(record.ok);
+    EXPECT_FALSE(record.chosen);
+    EXPECT_THAT(record.error, HasSubstr("refused by the test"));
+  }
+  EXPECT_TRUE(saw_lin);
+  EXPECT_GE(result->failures, 1);
+
+  options.score_candidates = [](int step, const std::vector<CandidateToScore>&,
+                                const ProgressCallback&)
+      -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
+    if (step == 2) return absl::AbortedError("job lease lost");
+    return std::vector<absl::StatusOr<CandidateScore>>(
+        3, absl::StatusOr<CandidateScore>(CandidateScore{1.0, 0.0, {}, {}, {}}));
+  };
+  EXPECT_EQ(RunKernelSearch(data, options).status().code(), absl::StatusCode::kAborted);
+  // The wrong number of outcomes is a bug of the batch scorer, not a result.
+  options.score_candidates = [](int, const std::vector<CandidateToScore>&,
+                                const ProgressCallback&)
+      -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
+    return std::vector<absl::StatusOr<CandidateScore>>();
+  };
+  EXPECT_EQ(RunKernelSearch(data, options).status().code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace gpsel
