@@ -569,11 +569,11 @@ absl::Status ModelSelectionServiceImpl::SubmitJob(std::string_view kind,
     return error;
   }
   if (!submitted->created) {
-    // The same key with a different request (or for another kind of job) is a conflict, not a
-    // retry (AIP-155): say so instead of returning the other request's job as if it were this
-    // one's.
+    // The same key with a different request is a conflict, not a retry (AIP-155): say so
+    // instead of returning the other request's job as if it were this one's. (Keys are per
+    // kind of job, store/job_store.h Submit: a search and a score may share one.)
     std::unique_ptr<google::protobuf::Message> earlier(stored.New());
-    if (submitted->job.kind != kind || !earlier->ParseFromString(submitted->job.request) ||
+    if (!earlier->ParseFromString(submitted->job.request) ||
         !google::protobuf::util::MessageDifferencer::Equals(*earlier, stored)) {
       return bridge::WithErrorInfo(
           absl::AlreadyExistsError(absl::StrCat(

@@ -96,8 +96,8 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   void UpdatePoolMetrics();
   // Stores a validated Submit* request (`stored`, its canonical form) as a job of `kind`,
   // idempotent per `request_id`, and fills the response's job and created. A full store gives
-  // STORE_FULL, a full queue JOB_QUEUE_FULL, the same key with another request
-  // IDEMPOTENCY_KEY_REUSED (AIP-155).
+  // STORE_FULL, a full queue JOB_QUEUE_FULL, the same key with another request of the same
+  // kind IDEMPOTENCY_KEY_REUSED (AIP-155).
   absl::Status SubmitJob(std::string_view kind, const google::protobuf::Message& stored,
                          const std::string& request_id, v1::Job* job, bool* created);
 

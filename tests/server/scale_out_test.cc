@@ -6,6 +6,9 @@
 //     kill -9 of the server holding the job and one of its runs: the other server runs what was
 //     lost again, re-runs the job, which finds its finished runs, and the merged result is the
 //     in-process one, bit for bit, with every run counted once.
+//   * a search job: its candidates (tasks) spread over both servers; kill -9 of the server
+//     holding the job: the survivor finishes it with the in-process search's result, every
+//     candidate fitted and counted once.
 //   * concurrent submitters sending the same idempotency keys to both servers: one job per key.
 // The shared queue is PostgreSQL (GPSEL_TEST_POSTGRES_URL; skipped when unset, like the job
 // store suite) and, since several processes on one host may share it too, a SQLite file.
@@ -36,6 +39,7 @@
 #include "gtest/gtest.h"
 #include "bridge/convert.h"
 #include "jobs/evidence_job.h"
+#include "jobs/search_job.h"
 #include "store/job_store.h"
 #include "tests/jobstore/job_store_test_util.h"
 #include "tests/server/server_test_util.h"
@@ -419,6 +423,110 @@ TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
   std::vector<v1::Job> jobs = AllJobs(*clients[survivor]);
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].name(), name);
+}
+
+// A search job's candidates spread over both servers; kill -9 of the server holding the job
+// while both run candidates: the survivor runs what was lost again, re-runs the job (which finds
+// the steps and outcomes stored so far), and the result is the in-process search's, field for
+// field, with every candidate fitted and counted once.
+TEST_P(ScaleOutTest, SearchCandidatesSpreadOverServersAndSurviveAKill) {
+  ServerProcess* servers[2] = {StartServer(0, 1), StartServer(1, 1)};
+  ASSERT_GT(servers[0]->port(), 0);
+  ASSERT_GT(servers[1]->port(), 0);
+  std::unique_ptr<Client> clients[2] = {Connect(servers[0]->port()), Connect(servers[1]->port())};
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(store_url_);
+  ASSERT_TRUE(store.ok()) << store.status();
+
+  // Two steps of a few candidates, each fit a fraction of a second to a second here.
+  v1::SubmitSearchRequest request;
+  bridge::ToProto(MaunaLoa(240), request.mutable_search()->mutable_dataset());
+  for (const char* base : {"SE", "PER", "LIN"}) request.mutable_search()->add_base_kernels(base);
+  request.mutable_search()->set_max_depth(2);
+  request.mutable_search()->set_threads(1);  // one candidate at a time on the job's worker
+  request.mutable_search()->mutable_fit()->set_restarts(3);
+  request.mutable_search()->mutable_fit()->set_seed(7);
+  request.set_request_id("scale-out-search");
+  absl::StatusOr<v1::SubmitSearchResponse> submitted = clients[0]->SubmitSearch(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string name = submitted->job().name();
+  const std::string id = std::string(absl::StripPrefix(name, "jobs/"));
+
+  auto all_tasks = [&]() {
+    std::vector<Job> tasks;
+    for (int step = 1; step <= 2; ++step) {
+      absl::StatusOr<std::vector<Job>> batch =
+          (*store)->ListTasks(id, absl::StrCat("step-", step), /*with_payloads=*/false);
+      EXPECT_TRUE(batch.ok()) << batch.status();
+      if (batch.ok()) tasks.insert(tasks.end(), batch->begin(), batch->end());
+    }
+    return tasks;
+  };
+  // Wait until both servers run candidates of the job at once.
+  Job job;
+  std::vector<Job> tasks;
+  bool both_busy = false;
+  const absl::Time deadline = absl::Now() + Scaled(absl::Seconds(90));
+  while (!both_busy && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    absl::StatusOr<Job> read = (*store)->GetJob(id);
+    ASSERT_TRUE(read.ok()) << read.status();
+    job = *read;
+    ASSERT_NE(job.state, JobState::kSucceeded) << "the search ended before both servers worked";
+    tasks = all_tasks();
+    std::set<int> busy;
+    for (const Job& task : tasks) {
+      if (task.state == JobState::kRunning) busy.insert(OwnerIndex(task.lease_owner, servers, 2));
+    }
+    both_busy = busy.count(0) && busy.count(1);
+  }
+  ASSERT_TRUE(both_busy) << "the candidates never ran on both servers at once; job "
+                         << JobStateName(job.state) << ", " << tasks.size() << " tasks";
+  const int victim = OwnerIndex(job.lease_owner, servers, 2);
+  ASSERT_NE(victim, -1) << job.lease_owner;
+  const int survivor = 1 - victim;
+  std::set<std::string> victims_tasks;
+  for (const Job& task : tasks) {
+    if (task.state == JobState::kRunning && OwnerIndex(task.lease_owner, servers, 2) == victim) {
+      victims_tasks.insert(task.id);
+    }
+  }
+  ASSERT_FALSE(victims_tasks.empty());
+  servers[victim]->Kill(SIGKILL);
+
+  absl::StatusOr<v1::Job> done =
+      clients[survivor]->WaitJob(name, nullptr, Scaled(absl::Seconds(180)));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
+  EXPECT_GE(done->attempts(), 2);
+
+  // The search this process makes on its own threads, with no store and no other replica.
+  absl::StatusOr<std::string> reference =
+      RunSearchJob(request.SerializeAsString(), ServiceLimits(), nullptr);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  v1::SearchResult expected;
+  ASSERT_TRUE(expected.ParseFromString(*reference));
+  const v1::SearchResult got = WithoutSeconds(done->search_result());
+  expected = WithoutSeconds(expected);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, expected))
+      << "over servers:\n" << got.DebugString() << "\nin-process:\n" << expected.DebugString();
+  ASSERT_EQ(got.steps_size(), 2);
+
+  // Every candidate fitted is one task that succeeded; none started more than twice, and what
+  // the victim was running when it was killed ran again (unless it finished in that moment; it
+  // cannot all have).
+  const std::vector<Job> after = all_tasks();
+  EXPECT_EQ(static_cast<int>(after.size()), got.candidates_scored());
+  int rerun_of_victims = 0;
+  for (const Job& task : after) {
+    EXPECT_EQ(task.state, JobState::kSucceeded) << task.id;
+    EXPECT_LE(task.attempts, 2) << task.id;
+    rerun_of_victims += victims_tasks.count(task.id) && task.attempts == 2;
+  }
+  EXPECT_GE(rerun_of_victims, 1);
+  std::vector<v1::Job> jobs = AllJobs(*clients[survivor]);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].name(), name);
+  EXPECT_EQ(jobs[0].kind(), "search");
 }
 
 TEST_P(ScaleOutTest, ConcurrentSubmittersGetOneJobPerIdempotencyKey) {

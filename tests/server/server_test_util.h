@@ -107,6 +107,18 @@ class ServerFixture : public ::testing::Test {
   static inline std::filesystem::path* dir_ = nullptr;
 };
 
+// A SearchResult without its wall times (which differ between any two runs).
+inline v1::SearchResult WithoutSeconds(v1::SearchResult result) {
+  result.clear_seconds();
+  result.mutable_best()->clear_seconds();
+  for (v1::SearchStep& step : *result.mutable_steps()) {
+    step.clear_seconds();
+    if (step.has_kept_score()) step.mutable_kept_score()->clear_seconds();
+    for (v1::SearchCandidate& candidate : *step.mutable_candidates()) candidate.clear_seconds();
+  }
+  return result;
+}
+
 // The default deadline is for calls expected to succeed, so it scales (tests/test_timeout.h); a
 // test that expects DEADLINE_EXCEEDED passes its own, unscaled.
 inline std::unique_ptr<Client> Connect(int port, absl::Duration timeout = Scaled(absl::Seconds(60)),

@@ -15,6 +15,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobs/evidence_job.h"
+#include "jobs/search_job.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "store/job_store.h"
 #include "tests/server/server_test_util.h"
 #include "tests/test_timeout.h"
 
@@ -417,6 +421,129 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   absl::StatusOr<v1::PredictResponse> predicted = client->Predict(bad_objective);
   EXPECT_EQ(predicted.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(predicted.status().message()), ::testing::HasSubstr("objective"));
+}
+
+// SubmitSearch: the search as a job whose candidates are tasks of the store. Its result is the
+// streaming Search's, field for field (wall times aside), and each step's candidates are one
+// batch of tasks, every candidate fitted once.
+TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
+  const Dataset data = LoadData("interpretable_linear.csv");
+  SearchOptions options;
+  options.max_depth = 2;
+  options.threads = 2;
+  options.score.fit.restarts = 2;
+  options.score.fit.seed = 5;
+  options.score.standardize = false;
+  options.score_kept_kernels = true;
+  std::unique_ptr<Client> client = Connect(server_->port());
+  v1::SubmitSearchRequest request;
+  *request.mutable_search() = bridge::SearchRequestOf(data, options);
+  request.set_request_id("search-job-1");
+  absl::StatusOr<v1::SubmitSearchResponse> submitted = client->SubmitSearch(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_TRUE(submitted->created());
+  EXPECT_EQ(submitted->job().kind(), "search");
+  const std::string name = submitted->job().name();
+  // The same key with another search is a conflict; keys are per kind of job, so a score job
+  // may use it too and gets its own job.
+  v1::SubmitSearchRequest different = request;
+  different.mutable_search()->set_max_depth(1);
+  EXPECT_EQ(client->SubmitSearch(different).status().code(), absl::StatusCode::kAlreadyExists);
+  absl::StatusOr<v1::SubmitSearchResponse> again = client->SubmitSearch(request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created());
+  EXPECT_EQ(again->job().name(), name);
+  v1::SubmitScoreRequest other_kind;
+  *other_kind.mutable_score() = bridge::ScoreRequestOf(data, {*ParseKernel("SE")}, ScoreOptions());
+  other_kind.set_request_id("search-job-1");
+  absl::StatusOr<v1::SubmitScoreResponse> score_job = client->SubmitScore(other_kind);
+  ASSERT_TRUE(score_job.ok()) << score_job.status();
+  EXPECT_TRUE(score_job->created());
+  EXPECT_NE(score_job->job().name(), name);
+
+  absl::StatusOr<v1::Job> done = client->WaitJob(name, nullptr, Scaled(absl::Seconds(120)));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->error().message();
+  ASSERT_TRUE(done->has_search_result());
+
+  v1::SearchResult streamed;
+  {
+    absl::StatusOr<v1::SearchResult> result = client->Search(bridge::SearchRequestOf(data, options));
+    ASSERT_TRUE(result.ok()) << result.status();
+    streamed = *result;
+  }
+  const v1::SearchResult got = WithoutSeconds(done->search_result());
+  const v1::SearchResult expected = WithoutSeconds(streamed);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, expected))
+      << "job:\n" << got.DebugString() << "\nstream:\n" << expected.DebugString();
+  EXPECT_GT(got.candidates_scored(), 3);
+
+  // In the store: one batch per step, one task per candidate fitted, each run once.
+  JobStore* store = server_->store();
+  const std::string id(absl::StripPrefix(name, "jobs/"));
+  int tasks = 0;
+  for (int step = 1; step <= got.steps_size(); ++step) {
+    absl::StatusOr<std::vector<Job>> batch =
+        store->ListTasks(id, absl::StrCat("step-", step), /*with_payloads=*/false);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    int fitted = 0;
+    for (const v1::SearchCandidate& c : got.steps(step - 1).candidates()) fitted += !c.from_cache();
+    EXPECT_EQ(static_cast<int>(batch->size()), fitted) << "step " << step;
+    for (const Job& task : *batch) {
+      EXPECT_EQ(task.kind, kSearchCandidateJobKind);
+      EXPECT_EQ(task.state, JobState::kSucceeded);
+      EXPECT_EQ(task.attempts, 1);
+    }
+    tasks += static_cast<int>(batch->size());
+  }
+  EXPECT_EQ(tasks, got.candidates_scored());
+
+  // The client's own wait-and-convert path gives the same search.
+  absl::StatusOr<SearchResult> as_job = client->SearchAsJob(data, options);
+  ASSERT_TRUE(as_job.ok()) << as_job.status();
+  EXPECT_EQ(ToString(as_job->best_kernel), got.best_kernel());
+  EXPECT_EQ(as_job->best.metrics, bridge::FromProto(got.best()).metrics);
+}
+
+// SubmitScore: the kernels as tasks in rounds; the result is the Score RPC's response.
+TEST_F(ServiceTest, ScoreJobMatchesTheScoreRpc) {
+  const Dataset data = LoadData("interpretable_linear.csv");
+  std::vector<KernelExpr> kernels;
+  for (const char* text : {"SE + LIN", "SE", "LIN", "SE*LIN + LIN"}) kernels.push_back(*ParseKernel(text));
+  ScoreOptions options;
+  options.fit.restarts = 2;
+  options.fit.seed = 3;
+  options.standardize = false;
+  std::unique_ptr<Client> client = Connect(server_->port());
+  absl::StatusOr<std::vector<KernelScore>> as_job = client->ScoreAsJob(data, kernels, options);
+  ASSERT_TRUE(as_job.ok()) << as_job.status();
+  absl::StatusOr<std::vector<KernelScore>> direct = client->Score(data, kernels, options);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  ASSERT_EQ(as_job->size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    v1::KernelScore a, b;
+    bridge::ToProto((*as_job)[i], &a);
+    bridge::ToProto((*direct)[i], &b);
+    a.clear_seconds();
+    b.clear_seconds();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b))
+        << "job:\n" << a.DebugString() << "\nScore:\n" << b.DebugString();
+  }
+  // A bad kernel is refused at submission, naming the field inside SubmitScoreRequest.
+  v1::SubmitScoreRequest bad;
+  *bad.mutable_score() = bridge::ScoreRequestOf(data, kernels, options);
+  bad.mutable_score()->set_kernels(1, "SE +");
+  absl::StatusOr<v1::SubmitScoreResponse> refused = client->SubmitScore(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bridge::FieldViolations(refused.status()),
+              ::testing::Contains(::testing::Key("score.kernels[1]")));
+  v1::SubmitSearchRequest bad_search;
+  *bad_search.mutable_search() = bridge::SearchRequestOf(data, SearchOptions());
+  bad_search.mutable_search()->set_metric("nonsense");
+  absl::StatusOr<v1::SubmitSearchResponse> refused_search = client->SubmitSearch(bad_search);
+  EXPECT_EQ(refused_search.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bridge::FieldViolations(refused_search.status()),
+              ::testing::Contains(::testing::Key("search.metric")));
 }
 
 TEST_F(ServiceTest, RunningJobIsCancelled) {
