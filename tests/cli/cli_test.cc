@@ -211,7 +211,10 @@ INSTANTIATE_TEST_SUITE_P(
                      "unknown hyperparameter 'PER.period'"},
         BadInputCase{"constant_y", "x,y\n1,2\n2,2\n3,2\n", "--kernel SE", "constant targets"},
         BadInputCase{"too_many_points", LinePoints(10001), "--kernel SE",
-                     "10001 points exceed the limit of 10000"}),
+                     "10001 points exceed the limit of 10000"},
+        BadInputCase{"job_in_process", "", "--kernel SE --job", "--job: needs --server"},
+        BadInputCase{"detach_in_process", "", "--kernel SE --detach",
+                     "--detach: needs --server"}),
     [](const testing::TestParamInfo<BadInputCase>& info) { return info.param.name; });
 
 // Before long work the CLI says how long and how much memory it expects (core/time_estimate.h,

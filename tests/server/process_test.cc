@@ -333,6 +333,42 @@ TEST_F(CliRemoteTest, HealthJobsAndPredict) {
   EXPECT_THAT(bad_token.output, HasSubstr("--token-file"));
 }
 
+// `search --job` and `score --job` run on the shared queue and print what the in-process runs
+// print; `--detach` prints the Submit…Response, and `jobs wait` then shows the result.
+TEST_F(CliRemoteTest, SearchAndScoreAsJobsEqualInProcess) {
+  const std::string search_args =
+      absl::StrCat("search --data ", DataPath("interpretable_linear.csv"),
+                   " --base SE,LIN --depth 2 --seed 3 --threads 1 --no-standardize --json");
+  CommandResult local_search = RunCommand(Cli(search_args));
+  ASSERT_EQ(local_search.exit_code, 0) << local_search.output;
+  CommandResult job_search = RunCommand(Cli(search_args + " --job --server " + address_));
+  ASSERT_EQ(job_search.exit_code, 0) << job_search.output;
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(job_search.output)),
+            WithoutTimes(nlohmann::json::parse(local_search.output)));
+
+  const std::string score_args =
+      absl::StrCat("score --data ", DataPath("interpretable_linear.csv"),
+                   " --kernel SE --kernel 'SE + LIN' --kernel LIN --seed 3 --no-standardize --json");
+  CommandResult local_score = RunCommand(Cli(score_args));
+  ASSERT_EQ(local_score.exit_code, 0) << local_score.output;
+  CommandResult submitted = RunCommand(Cli(score_args + " --detach --server " + address_));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const nlohmann::json response = nlohmann::json::parse(submitted.output);
+  EXPECT_EQ(response.at("created"), true);
+  EXPECT_EQ(response.at("job").at("kind"), "score");
+  const std::string id = response.at("job").at("name");
+  CommandResult waited = RunCommand(Cli("jobs wait " + id + " --json --server " + address_));
+  ASSERT_EQ(waited.exit_code, 0) << waited.output;
+  const nlohmann::json job = nlohmann::json::parse(waited.output);
+  EXPECT_EQ(job.at("state"), "JOB_STATE_SUCCEEDED");
+  EXPECT_EQ(WithoutTimes(job.at("score_result").at("scores")),
+            WithoutTimes(nlohmann::json::parse(local_score.output).at("scores")));
+  CommandResult line = RunCommand(Cli("jobs get " + id + " --server " + address_));
+  ASSERT_EQ(line.exit_code, 0) << line.output;
+  EXPECT_THAT(line.output, HasSubstr("score"));
+  EXPECT_THAT(line.output, HasSubstr("3 kernel(s) scored"));
+}
+
 // `gpsel report` on a server draws exactly what it draws in-process: the same Score, Predict
 // (with the summands' posteriors over gRPC) and evidence results give byte-identical SVGs.
 TEST_F(CliRemoteTest, ReportRemoteDrawsTheSameFigures) {
