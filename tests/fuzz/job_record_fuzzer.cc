@@ -3,8 +3,9 @@
 // input the way ReadJob builds a Job: the state text through ParseJobState (unknown → DATA_LOSS,
 // the row is dropped), Unix microseconds through TimeFromMicros, request/result blobs and text
 // columns as stored. The page token a client hands back goes through DecodePageToken. Each Job
-// then becomes the API resource (jobs/job_kind.h, JobToProto) with the evidence kind's hooks,
-// which parse the stored request and result blobs (jobs/evidence_job.cc).
+// then becomes the API resource (jobs/job_kind.h, JobToProto) with the hooks of every kind the
+// server registers (evidence, search, score and their tasks), which parse the stored request and
+// result blobs (jobs/evidence_job.cc, search_job.cc, score_job.cc).
 // Invariants: ParseJobState and JobStateName are inverse; a decoded page token is ≥ 0 and
 // round-trips through EncodePageToken; the resource serialises and parses back (every string
 // valid UTF-8, as proto3 requires of the client's parser) with timestamps whose nanos lie in
@@ -21,6 +22,8 @@
 #include "bridge/validation.h"
 #include "gpsel/v1/job.pb.h"
 #include "jobs/evidence_job.h"
+#include "jobs/score_job.h"
+#include "jobs/search_job.h"
 #include "jobs/job_kind.h"
 #include "store/job_store.h"
 #include "store/job_store_internal.h"
@@ -34,8 +37,12 @@ namespace jsi = gpsel::job_store_internal;
 const gpsel::JobKindRegistry& Kinds() {
   static const gpsel::JobKindRegistry* kinds = [] {
     auto* registry = new gpsel::JobKindRegistry;
-    const absl::Status s = gpsel::RegisterEvidenceJobKind(registry, gpsel::ServiceLimits{});
-    GPSEL_FUZZ_CHECK(s.ok(), s.ToString());
+    for (const absl::Status& s :
+         {gpsel::RegisterEvidenceJobKind(registry, gpsel::ServiceLimits{}),
+          gpsel::RegisterSearchJobKinds(registry, gpsel::ServiceLimits{}),
+          gpsel::RegisterScoreJobKinds(registry, gpsel::ServiceLimits{})}) {
+      GPSEL_FUZZ_CHECK(s.ok(), s.ToString());
+    }
     return registry;
   }();
   return *kinds;
@@ -69,8 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   gpsel::Job job;
   job.id = in.ConsumeRandomLengthString(64);
-  job.kind =
-      in.ConsumeBool() ? std::string(gpsel::kEvidenceJobKind) : in.ConsumeRandomLengthString(32);
+  // Mostly a registered kind, so that its hooks parse the blobs.
+  static const char* const kKinds[] = {gpsel::kEvidenceJobKind, gpsel::kEvidenceRunJobKind,
+                                       gpsel::kSearchJobKind,   gpsel::kSearchCandidateJobKind,
+                                       gpsel::kScoreJobKind,    gpsel::kScoreKernelJobKind};
+  job.kind = in.ConsumeBool() ? std::string(kKinds[in.ConsumeIntegralInRange<size_t>(0, 5)])
+                              : in.ConsumeRandomLengthString(32);
   const std::string state_text = in.ConsumeRandomLengthString(16);
   const std::optional<gpsel::JobState> state = gpsel::ParseJobState(state_text);
   if (state) {

@@ -2,7 +2,8 @@
 // request message of proto/gpsel/v1/model_selection.proto. The first input byte picks the message
 // type, the rest is its wire encoding; bytes that do not parse are dropped (gRPC rejects them
 // before the service sees them). Then the bridge's conversions (bridge/convert.h) and validation
-// (bridge/validation.h, default ServiceLimits) for Score, Search, Predict and SubmitEvidence;
+// (bridge/validation.h, default ServiceLimits) for Score, Search, Predict, SubmitEvidence,
+// SubmitSearch (with its candidate tasks' encoding) and SubmitScore;
 // the job-name and ListJobs checks of service/service.cc for the job RPCs. No fits are run.
 // Invariants:
 //   - OK or INVALID_ARGUMENT only, and every INVALID_ARGUMENT carries field violations that
@@ -23,6 +24,8 @@
 #include "bridge/convert.h"
 #include "bridge/validation.h"
 #include "core/kernel_expr.h"
+#include "core/search.h"
+#include "gpsel/v1/job_tasks.pb.h"
 #include "gpsel/v1/model_selection.pb.h"
 #include "jobs/job_kind.h"
 #include "store/job_store_internal.h"
@@ -140,6 +143,32 @@ void SubmitEvidence(const v1::SubmitEvidenceRequest& request) {
   GPSEL_FUZZ_CHECK(again->data.x == valid->data.x && again->data.y == valid->data.y, "data");
 }
 
+// SubmitSearch: the wrapped search request (service/service.cc validates it as Search does); a
+// validated one's step-1 candidate tasks (jobs/search_job.cc) decode back to their candidates.
+void SubmitSearch(const v1::SubmitSearchRequest& request) {
+  Search(request.search());
+  absl::StatusOr<gpsel::ValidSearch> valid = gpsel::ValidateSearchRequest(request.search(), Limits());
+  if (!valid.ok()) return;
+  const std::vector<gpsel::KernelExpr> bases = valid->options.base_kernels.empty()
+                                                   ? gpsel::DefaultBaseKernels()
+                                                   : valid->options.base_kernels;
+  for (const gpsel::KernelExpr& base : bases) {
+    gpsel::CandidateToScore candidate;
+    candidate.kernel = base;
+    candidate.seed = gpsel::CandidateSeed(valid->options.score.fit.seed, gpsel::ToString(base));
+    v1::SearchCandidateTask read;
+    GPSEL_FUZZ_CHECK(
+        read.ParseFromString(
+            gpsel::bridge::SearchCandidateTaskOf(request.search(), candidate).SerializeAsString()),
+        "stored task");
+    absl::StatusOr<gpsel::CandidateToScore> decoded = gpsel::bridge::FromProto(read);
+    GPSEL_FUZZ_CHECK(decoded.ok(), StatusText(decoded.status()));
+    GPSEL_FUZZ_CHECK(decoded->kernel == base && decoded->seed == candidate.seed &&
+                         !decoded->warm_start.has_value(),
+                     gpsel::ToString(base));
+  }
+}
+
 // GetJob, WatchJob and CancelJob: the job name (service/service.cc).
 void JobName(const std::string& name) {
   absl::StatusOr<std::string> id = gpsel::JobIdFromName(name, "name");
@@ -181,7 +210,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t kind = data[0];
   ++data;
   --size;
-  switch (kind % 8) {
+  switch (kind % 10) {
     case 0: {
       v1::ScoreRequest request;
       if (Parse(data, size, &request)) Score(request);
@@ -220,6 +249,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 7: {
       v1::ListJobsRequest request;
       if (Parse(data, size, &request)) ListJobs(request);
+      break;
+    }
+    case 8: {
+      v1::SubmitSearchRequest request;
+      if (Parse(data, size, &request)) SubmitSearch(request);
+      break;
+    }
+    case 9: {
+      // SubmitScore validates the wrapped request as Score does.
+      v1::SubmitScoreRequest request;
+      if (Parse(data, size, &request)) Score(request.score());
       break;
     }
   }
