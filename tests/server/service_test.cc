@@ -577,6 +577,52 @@ TEST_F(ServiceTest, RunningJobIsCancelled) {
   EXPECT_EQ(again->state(), v1::JOB_STATE_CANCELLED);
 }
 
+// Cancelling a search job while its candidates run: the job ends CANCELLED promptly, and so
+// does every task of its step (store/job_store.h: the cancel cascades to queued tasks and reaches
+// running ones at their next heartbeat).
+TEST_F(ServiceTest, RunningSearchJobIsCancelledWithItsCandidates) {
+  std::unique_ptr<Client> client = Connect(server_->port());
+  v1::SubmitSearchRequest request;
+  bridge::ToProto(MaunaLoa(500), request.mutable_search()->mutable_dataset());
+  for (const char* base : {"SE", "PER", "RQ", "MAT32"}) request.mutable_search()->add_base_kernels(base);
+  request.mutable_search()->set_max_depth(3);
+  request.mutable_search()->set_threads(2);
+  request.mutable_search()->mutable_fit()->set_restarts(20);
+  absl::StatusOr<v1::SubmitSearchResponse> submitted = client->SubmitSearch(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string name = submitted->job().name();
+  const std::string id(absl::StripPrefix(name, "jobs/"));
+  JobStore* store = server_->store();
+  // Until a candidate of step 1 runs.
+  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(30));
+  bool candidate_running = false;
+  while (!candidate_running && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(id, "step-1", false);
+    ASSERT_TRUE(tasks.ok()) << tasks.status();
+    for (const Job& task : *tasks) candidate_running |= task.state == JobState::kRunning;
+  }
+  ASSERT_TRUE(candidate_running);
+  const absl::Time cancelled_at = absl::Now();
+  ASSERT_TRUE(client->CancelJob(name).ok());
+  absl::StatusOr<v1::Job> done = client->WaitJob(name, nullptr, Scaled(absl::Seconds(30)));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), v1::JOB_STATE_CANCELLED) << done->error().message();
+  EXPECT_LT(absl::Now() - cancelled_at, Scaled(absl::Seconds(10)));
+  // No task of the job is left queued or running.
+  deadline = absl::Now() + Scaled(absl::Seconds(10));
+  bool all_ended = false;
+  while (!all_ended && absl::Now() < deadline) {
+    absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(id, "step-1", false);
+    ASSERT_TRUE(tasks.ok()) << tasks.status();
+    ASSERT_FALSE(tasks->empty());
+    all_ended = true;
+    for (const Job& task : *tasks) all_ended &= IsTerminal(task.state);
+    if (!all_ended) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(all_ended);
+}
+
 TEST_F(ServiceTest, MetricsPassPromtool) {
   std::unique_ptr<Client> client = Connect(server_->port());
   ASSERT_TRUE(client->Health().ok());
