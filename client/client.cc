@@ -186,38 +186,34 @@ absl::StatusOr<v1::PredictResponse> Client::Predict(const v1::PredictRequest& re
   return response;
 }
 
-absl::StatusOr<v1::SubmitEvidenceResponse> Client::SubmitEvidence(
-    v1::SubmitEvidenceRequest request) {
+// Every Submit call: a random request_id when none is given, so that the retries of one call
+// never create a second job (the key is what makes a retried submit safe).
+template <typename Request, typename Response>
+absl::StatusOr<Response> Client::Submit(
+    Request request,
+    grpc::Status (v1::ModelSelectionService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                         Response*)) {
   if (request.request_id().empty()) request.set_request_id(RandomRequestId());
-  v1::SubmitEvidenceResponse response;
+  Response response;
   absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
     response.Clear();
-    return stub_->SubmitEvidence(context, request, &response);
+    return (stub_.get()->*rpc)(context, request, &response);
   });
   if (!status.ok()) return status;
   return response;
+}
+
+absl::StatusOr<v1::SubmitEvidenceResponse> Client::SubmitEvidence(
+    v1::SubmitEvidenceRequest request) {
+  return Submit(std::move(request), &v1::ModelSelectionService::Stub::SubmitEvidence);
 }
 
 absl::StatusOr<v1::SubmitSearchResponse> Client::SubmitSearch(v1::SubmitSearchRequest request) {
-  if (request.request_id().empty()) request.set_request_id(RandomRequestId());
-  v1::SubmitSearchResponse response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    response.Clear();
-    return stub_->SubmitSearch(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response;
+  return Submit(std::move(request), &v1::ModelSelectionService::Stub::SubmitSearch);
 }
 
 absl::StatusOr<v1::SubmitScoreResponse> Client::SubmitScore(v1::SubmitScoreRequest request) {
-  if (request.request_id().empty()) request.set_request_id(RandomRequestId());
-  v1::SubmitScoreResponse response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    response.Clear();
-    return stub_->SubmitScore(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response;
+  return Submit(std::move(request), &v1::ModelSelectionService::Stub::SubmitScore);
 }
 
 absl::StatusOr<v1::Job> Client::GetJob(const std::string& name) {

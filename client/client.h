@@ -124,6 +124,11 @@ class Client {
   void Prepare(grpc::ClientContext* context, absl::Time deadline) const;
   // Runs `call` until it succeeds, fails with a non-retryable code, or attempts/deadline run out.
   absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Submit(
+      Request request,
+      grpc::Status (v1::ModelSelectionService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                           Response*));
   // Waits for job `name`, passing its progress to `progress`; cancels the job when `progress`
   // returns non-OK. The SUCCEEDED job, or the job's (or the progress callback's) error.
   absl::StatusOr<v1::Job> FollowJob(const std::string& name, const ProgressCallback& progress);

@@ -501,11 +501,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
   // Store the canonical kernel text so that listings show one spelling per kernel.
   v1::SubmitEvidenceRequest stored = *request;
   stored.set_kernel(ToString(valid->kernel));
-  bool created = false;
-  status = SubmitJob(kEvidenceJobKind, stored, request->request_id(), response->mutable_job(),
-                     &created);
-  if (status.ok()) response->set_created(created);
-  reactor->FinishWith(status);
+  reactor->FinishWith(SubmitJob(kEvidenceJobKind, absl::OkStatus(), "", stored, response));
   return reactor;
 }
 
@@ -513,20 +509,11 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
     grpc::CallbackServerContext* context, const v1::SubmitSearchRequest* request,
     v1::SubmitSearchResponse* response) {
   auto* reactor = new CpuUnaryReactor();
-  absl::Status status = Admit(context);
   // Validated now, so that a bad request is refused at once rather than failing as a job; the
   // job validates again when it runs (the limits may have changed by then).
-  absl::StatusOr<ValidSearch> valid =
-      status.ok() ? ValidateSearchRequest(request->search(), options_.limits) : status;
-  if (!valid.ok()) {
-    reactor->FinishWith(PrefixFields(valid.status(), "search."));
-    return reactor;
-  }
-  bool created = false;
-  status = SubmitJob(kSearchJobKind, *request, request->request_id(), response->mutable_job(),
-                     &created);
-  if (status.ok()) response->set_created(created);
-  reactor->FinishWith(status);
+  absl::Status status = Admit(context);
+  if (status.ok()) status = ValidateSearchRequest(request->search(), options_.limits).status();
+  reactor->FinishWith(SubmitJob(kSearchJobKind, status, "search.", *request, response));
   return reactor;
 }
 
@@ -535,24 +522,32 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitScore(
     v1::SubmitScoreResponse* response) {
   auto* reactor = new CpuUnaryReactor();
   absl::Status status = Admit(context);
-  absl::StatusOr<ValidScore> valid =
-      status.ok() ? ValidateScoreRequest(request->score(), options_.limits) : status;
-  if (!valid.ok()) {
-    reactor->FinishWith(PrefixFields(valid.status(), "score."));
-    return reactor;
-  }
-  bool created = false;
-  status = SubmitJob(kScoreJobKind, *request, request->request_id(), response->mutable_job(),
-                     &created);
-  if (status.ok()) response->set_created(created);
-  reactor->FinishWith(status);
+  if (status.ok()) status = ValidateScoreRequest(request->score(), options_.limits).status();
+  reactor->FinishWith(SubmitJob(kScoreJobKind, status, "score.", *request, response));
   return reactor;
 }
 
+template <typename Request, typename Response>
 absl::Status ModelSelectionServiceImpl::SubmitJob(std::string_view kind,
-                                                  const google::protobuf::Message& stored,
-                                                  const std::string& request_id, v1::Job* job,
-                                                  bool* created) {
+                                                  const absl::Status& validation,
+                                                  const std::string& field_prefix,
+                                                  const Request& stored, Response* response) {
+  if (!validation.ok()) return PrefixFields(validation, field_prefix);
+  bool created = false;
+  absl::Status status =
+      StoreJob(kind, stored, stored.request_id(), response->mutable_job(), &created);
+  if (!status.ok()) {
+    response->Clear();
+    return status;
+  }
+  response->set_created(created);
+  return absl::OkStatus();
+}
+
+absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
+                                                 const google::protobuf::Message& stored,
+                                                 const std::string& request_id, v1::Job* job,
+                                                 bool* created) {
   absl::StatusOr<SubmitResult> submitted = store_->Submit(
       std::string(kind), stored.SerializeAsString(), request_id, options_.max_queued_jobs);
   if (!submitted.ok()) {

@@ -94,12 +94,19 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   // Queues CPU work; false (and a RESOURCE_EXHAUSTED status in *refusal) when full.
   bool Schedule(std::function<void()> task, absl::Status* refusal);
   void UpdatePoolMetrics();
+  // A Submit* call after validation (`validation`: Admit's and the request's checks; its field
+  // names get `field_prefix`, the wrapped request's field in the Submit message): stores
+  // `stored` as a job of `kind` and fills the response's job and created.
+  template <typename Request, typename Response>
+  absl::Status SubmitJob(std::string_view kind, const absl::Status& validation,
+                         const std::string& field_prefix, const Request& stored,
+                         Response* response);
   // Stores a validated Submit* request (`stored`, its canonical form) as a job of `kind`,
-  // idempotent per `request_id`, and fills the response's job and created. A full store gives
+  // idempotent per `request_id`, and fills the job and created. A full store gives
   // STORE_FULL, a full queue JOB_QUEUE_FULL, the same key with another request of the same
   // kind IDEMPOTENCY_KEY_REUSED (AIP-155).
-  absl::Status SubmitJob(std::string_view kind, const google::protobuf::Message& stored,
-                         const std::string& request_id, v1::Job* job, bool* created);
+  absl::Status StoreJob(std::string_view kind, const google::protobuf::Message& stored,
+                        const std::string& request_id, v1::Job* job, bool* created);
 
   ServiceOptions options_;
   BoundedWorkerPool* pool_;

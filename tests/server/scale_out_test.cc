@@ -98,6 +98,57 @@ int OwnerIndex(const std::string& owner, ServerProcess* const* servers, int coun
   return -1;
 }
 
+// The moment both servers run tasks of job `id` at once (the job's own worker one, the other
+// server's worker another): the job and its tasks as read then, which server holds the job (the
+// victim of the kill that follows) and the tasks it was running.
+struct BothServersBusy {
+  Job job;
+  std::vector<Job> tasks;
+  int victim = -1;
+  std::set<std::string> victims_tasks;
+};
+// `batches`: the job's task batches to watch. Fails the test (and returns nullopt) when the job
+// ends first or the moment does not come within `limit`.
+std::optional<BothServersBusy> WaitUntilBothServersRunTasks(JobStore& store, const std::string& id,
+                                                            const std::vector<std::string>& batches,
+                                                            ServerProcess* const* servers,
+                                                            absl::Duration limit) {
+  BothServersBusy seen;
+  const absl::Time deadline = absl::Now() + limit;
+  while (absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    absl::StatusOr<Job> job = store.GetJob(id);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return std::nullopt;
+    seen.job = *job;
+    if (IsTerminal(seen.job.state)) break;
+    seen.tasks.clear();
+    for (const std::string& batch : batches) {
+      absl::StatusOr<std::vector<Job>> listed = store.ListTasks(id, batch, false);
+      EXPECT_TRUE(listed.ok()) << listed.status();
+      if (!listed.ok()) return std::nullopt;
+      seen.tasks.insert(seen.tasks.end(), listed->begin(), listed->end());
+    }
+    std::set<int> busy;
+    for (const Job& task : seen.tasks) {
+      if (task.state == JobState::kRunning) busy.insert(OwnerIndex(task.lease_owner, servers, 2));
+    }
+    if (!busy.count(0) || !busy.count(1)) continue;
+    seen.victim = OwnerIndex(seen.job.lease_owner, servers, 2);
+    EXPECT_NE(seen.victim, -1) << seen.job.lease_owner;
+    for (const Job& task : seen.tasks) {
+      if (task.state == JobState::kRunning &&
+          OwnerIndex(task.lease_owner, servers, 2) == seen.victim) {
+        seen.victims_tasks.insert(task.id);
+      }
+    }
+    return seen;
+  }
+  ADD_FAILURE() << "the tasks never ran on both servers at once; job "
+                << JobStateName(seen.job.state) << ", " << seen.tasks.size() << " tasks";
+  return std::nullopt;
+}
+
 class ScaleOutTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
@@ -337,40 +388,15 @@ TEST_P(ScaleOutTest, RunsOfOneEvidenceJobSpreadOverServersAndSurviveAKill) {
   const std::string name = submitted->job().name();
   const std::string id = std::string(absl::StripPrefix(name, "jobs/"));
 
-  // Both servers work on the job's runs at once: the job's own worker runs one, the other
-  // server's worker another.
-  Job job;
-  std::vector<Job> tasks;
-  absl::Time deadline = absl::Now() + Scaled(absl::Seconds(60));
-  bool both_busy = false;
-  while (!both_busy && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-    absl::StatusOr<Job> read = (*store)->GetJob(id);
-    ASSERT_TRUE(read.ok()) << read.status();
-    job = *read;
-    absl::StatusOr<std::vector<Job>> listed =
-        (*store)->ListTasks(id, kNestedRunsBatch, /*with_payloads=*/false);
-    ASSERT_TRUE(listed.ok()) << listed.status();
-    tasks = *listed;
-    std::set<int> busy;
-    for (const Job& task : tasks) {
-      if (task.state == JobState::kRunning) busy.insert(OwnerIndex(task.lease_owner, servers, 2));
-    }
-    both_busy = busy.count(0) && busy.count(1);
-  }
-  ASSERT_TRUE(both_busy) << "the runs never ran on both servers at once; job "
-                         << JobStateName(job.state) << ", " << tasks.size() << " tasks";
-  ASSERT_EQ(tasks.size(), static_cast<size_t>(kRuns));
-  ASSERT_EQ(job.state, JobState::kRunning);
-  const int victim = OwnerIndex(job.lease_owner, servers, 2);
-  ASSERT_NE(victim, -1) << job.lease_owner;
+  std::optional<BothServersBusy> busy = WaitUntilBothServersRunTasks(
+      **store, id, {kNestedRunsBatch}, servers, Scaled(absl::Seconds(60)));
+  ASSERT_TRUE(busy.has_value());
+  ASSERT_EQ(busy->tasks.size(), static_cast<size_t>(kRuns));
+  ASSERT_EQ(busy->job.state, JobState::kRunning);
+  ASSERT_NE(busy->victim, -1);
+  const int victim = busy->victim;
   const int survivor = 1 - victim;
-  std::set<std::string> victims_tasks;
-  for (const Job& task : tasks) {
-    if (task.state == JobState::kRunning && OwnerIndex(task.lease_owner, servers, 2) == victim) {
-      victims_tasks.insert(task.id);
-    }
-  }
+  const std::set<std::string> victims_tasks = busy->victims_tasks;
   ASSERT_FALSE(victims_tasks.empty());
   servers[victim]->Kill(SIGKILL);
 
@@ -451,45 +477,13 @@ TEST_P(ScaleOutTest, SearchCandidatesSpreadOverServersAndSurviveAKill) {
   const std::string name = submitted->job().name();
   const std::string id = std::string(absl::StripPrefix(name, "jobs/"));
 
-  auto all_tasks = [&]() {
-    std::vector<Job> tasks;
-    for (int step = 1; step <= 2; ++step) {
-      absl::StatusOr<std::vector<Job>> batch =
-          (*store)->ListTasks(id, absl::StrCat("step-", step), /*with_payloads=*/false);
-      EXPECT_TRUE(batch.ok()) << batch.status();
-      if (batch.ok()) tasks.insert(tasks.end(), batch->begin(), batch->end());
-    }
-    return tasks;
-  };
-  // Wait until both servers run candidates of the job at once.
-  Job job;
-  std::vector<Job> tasks;
-  bool both_busy = false;
-  const absl::Time deadline = absl::Now() + Scaled(absl::Seconds(90));
-  while (!both_busy && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-    absl::StatusOr<Job> read = (*store)->GetJob(id);
-    ASSERT_TRUE(read.ok()) << read.status();
-    job = *read;
-    ASSERT_NE(job.state, JobState::kSucceeded) << "the search ended before both servers worked";
-    tasks = all_tasks();
-    std::set<int> busy;
-    for (const Job& task : tasks) {
-      if (task.state == JobState::kRunning) busy.insert(OwnerIndex(task.lease_owner, servers, 2));
-    }
-    both_busy = busy.count(0) && busy.count(1);
-  }
-  ASSERT_TRUE(both_busy) << "the candidates never ran on both servers at once; job "
-                         << JobStateName(job.state) << ", " << tasks.size() << " tasks";
-  const int victim = OwnerIndex(job.lease_owner, servers, 2);
-  ASSERT_NE(victim, -1) << job.lease_owner;
+  std::optional<BothServersBusy> busy = WaitUntilBothServersRunTasks(
+      **store, id, {"step-1", "step-2"}, servers, Scaled(absl::Seconds(90)));
+  ASSERT_TRUE(busy.has_value());
+  ASSERT_NE(busy->victim, -1);
+  const int victim = busy->victim;
   const int survivor = 1 - victim;
-  std::set<std::string> victims_tasks;
-  for (const Job& task : tasks) {
-    if (task.state == JobState::kRunning && OwnerIndex(task.lease_owner, servers, 2) == victim) {
-      victims_tasks.insert(task.id);
-    }
-  }
+  const std::set<std::string> victims_tasks = busy->victims_tasks;
   ASSERT_FALSE(victims_tasks.empty());
   servers[victim]->Kill(SIGKILL);
 
@@ -514,7 +508,13 @@ TEST_P(ScaleOutTest, SearchCandidatesSpreadOverServersAndSurviveAKill) {
   // Every candidate fitted is one task that succeeded; none started more than twice, and what
   // the victim was running when it was killed ran again (unless it finished in that moment; it
   // cannot all have).
-  const std::vector<Job> after = all_tasks();
+  std::vector<Job> after;
+  for (int step = 1; step <= 2; ++step) {
+    absl::StatusOr<std::vector<Job>> batch =
+        (*store)->ListTasks(id, absl::StrCat("step-", step), /*with_payloads=*/false);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    after.insert(after.end(), batch->begin(), batch->end());
+  }
   EXPECT_EQ(static_cast<int>(after.size()), got.candidates_scored());
   int rerun_of_victims = 0;
   for (const Job& task : after) {
