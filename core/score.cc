@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include <Eigen/Eigenvalues>
@@ -257,12 +258,16 @@ std::string FormatLaplaceRName(double r) { return absl::StrFormat("lap_r=%g", r)
 
 // The optima of the contained kernels in options.nested_parents, embedded into `model`'s
 // parameters with the extra part switched off (core/nested_embedding.h), as starts of the fit of
-// the same objective.
+// the same objective. A parent scored on another number of points or with y scaled otherwise
+// is skipped: its raw optimum would be a point of another likelihood (a caller's mistake, or a
+// ScoreRequest's nested_parents from elsewhere), so starting there would only cost time.
 void AddNestedStarts(const KernelExpr& kernel, const GpModel& model, const ScoreOptions& options,
-                     FitOptions& fit) {
+                     const KernelScore& score, FitOptions& fit) {
   for (const NestedParent& parent : options.nested_parents) {
     if (parent.score == nullptr || parent.kernel == kernel ||
-        !KernelContains(kernel, parent.kernel)) {
+        !KernelContains(kernel, parent.kernel) ||
+        parent.score->num_points != score.num_points ||
+        parent.score->standardized != score.standardized) {
       continue;
     }
     for (const std::optional<FitResult>* parent_fit :
@@ -407,7 +412,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
         fit_options.extra_starts.push_back(std::move(start));
       }
     }
-    AddNestedStarts(kernel, *model, options, fit_options);
+    AddNestedStarts(kernel, *model, options, score, fit_options);
     // A fit of `earlier` that is made again (with the other one, for cross-seeding) starts from
     // where it ended, so it cannot come out worse.
     if (earlier != nullptr) {
@@ -566,35 +571,49 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return NumBaseKernels(kernels[a]) < NumBaseKernels(kernels[b]);
   });
-  std::vector<std::optional<KernelScore>> scores(kernels.size());
+  std::vector<std::shared_ptr<const KernelScore>> scores(kernels.size());
+  // The kernels scored before the call, then each one scored here as soon as it is.
+  std::vector<NestedParent> scored = options.nested_parents;
   for (size_t position = 0; position < order.size(); ++position) {
     const size_t i = order[position];
-    // The largest contained kernels scored so far: each bounds the ones it contains in turn,
-    // so starting from those alone keeps the chain monotone at the cost of one start each.
-    std::vector<size_t> contained;
-    for (size_t before = 0; before < position; ++before) {
-      const size_t j = order[before];
-      if (kernels[j] != kernels[i] && KernelContains(kernels[i], kernels[j])) {
-        contained.push_back(j);
-      }
-    }
     ScoreOptions kernel_options = options;
-    for (size_t j : contained) {
-      const bool inside_another = std::any_of(contained.begin(), contained.end(), [&](size_t k) {
-        return kernels[k] != kernels[j] && KernelContains(kernels[k], kernels[j]);
-      });
-      if (!inside_another) kernel_options.nested_parents.push_back({kernels[j], &*scores[j]});
-    }
+    kernel_options.nested_parents = LargestContainedParents(kernels[i], scored);
     absl::StatusOr<KernelScore> score = ScoreKernel(data, kernels[i], kernel_options, progress);
     if (!score.ok()) {
       if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
       return score.status();
     }
-    scores[i] = *std::move(score);
+    scores[i] = std::make_shared<const KernelScore>(*std::move(score));
+    scored.push_back({kernels[i], scores[i]});
   }
   std::vector<KernelScore> out;
-  for (auto& score : scores) out.push_back(*std::move(score));
+  for (const auto& score : scores) out.push_back(*score);
   return out;
+}
+
+std::vector<NestedParent> LargestContainedParents(const KernelExpr& kernel,
+                                                  const std::vector<NestedParent>& scored) {
+  std::vector<const NestedParent*> contained;
+  for (const NestedParent& parent : scored) {
+    if (parent.score == nullptr || parent.kernel == kernel ||
+        !KernelContains(kernel, parent.kernel)) {
+      continue;
+    }
+    const bool given_before = std::any_of(contained.begin(), contained.end(),
+                                          [&](const NestedParent* p) {
+                                            return p->kernel == parent.kernel;
+                                          });
+    if (!given_before) contained.push_back(&parent);
+  }
+  std::vector<NestedParent> largest;
+  for (const NestedParent* parent : contained) {
+    const bool inside_another =
+        std::any_of(contained.begin(), contained.end(), [&](const NestedParent* other) {
+          return other->kernel != parent->kernel && KernelContains(other->kernel, parent->kernel);
+        });
+    if (!inside_another) largest.push_back(*parent);
+  }
+  return largest;
 }
 
 std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit) {
