@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,7 +105,10 @@ int main(int argc, char** argv) {
     // Each column contains the one before: its fits also start from that one's optima with the
     // new summand switched off (what ScoreKernels does for a request with several kernels), so
     // MLL cannot decrease along the chain.
-    if (!scores.empty()) options.nested_parents.push_back({kernels.back(), &scores.back()});
+    if (!scores.empty()) {
+      options.nested_parents.push_back(
+          {kernels.back(), std::make_shared<const gpsel::KernelScore>(scores.back())});
+    }
     absl::StatusOr<gpsel::KernelScore> score = gpsel::ScoreKernel(*data, *kernel, options);
     if (!score.ok()) {
       std::fprintf(stderr, "%s: %s\n", column.name, score.status().ToString().c_str());

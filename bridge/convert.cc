@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/cord.h"
@@ -245,6 +246,29 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& reque
     }
   }
   options.laplace_r.assign(request.laplace_r().begin(), request.laplace_r().end());
+  // Scores of kernels the caller had already (core/score.h NestedParent): their optima become
+  // extra starts, so a non-finite value would only be a start that fails; it is refused here.
+  for (int i = 0; i < request.nested_parents_size(); ++i) {
+    const v1::KernelScore& parent = request.nested_parents(i);
+    const std::string field = absl::StrCat("nested_parents[", i, "]");
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(parent.kernel());
+    if (!kernel.ok()) {
+      violations.emplace_back(absl::StrCat(field, ".kernel"),
+                              std::string(kernel.status().message()));
+      continue;
+    }
+    bool finite = true;
+    for (const v1::FitResult* fit : {&parent.mll_fit(), &parent.map_fit()}) {
+      for (double raw : fit->raw()) finite = finite && std::isfinite(raw);
+      for (const auto& [name, value] : fit->values()) finite = finite && std::isfinite(value);
+    }
+    if (!finite || !std::isfinite(parent.x_scale())) {
+      violations.emplace_back(field, "its fits' values and x_scale must be finite");
+      continue;
+    }
+    options.nested_parents.push_back(
+        {*std::move(kernel), std::make_shared<const KernelScore>(FromProto(parent))});
+  }
   if (absl::Status s = ViolationsStatus(violations); !s.ok()) return s;
   return options;
 }
@@ -255,6 +279,20 @@ void ScoreOptionsToProto(const ScoreOptions& options, v1::ScoreRequest* request)
   for (Metric m : options.metrics) request->add_metrics(std::string(MetricName(m)));
   request->clear_laplace_r();
   for (double r : options.laplace_r) request->add_laplace_r(r);
+  NestedParentsToProto(options.nested_parents, request);
+}
+
+void NestedParentsToProto(const std::vector<NestedParent>& parents, v1::ScoreRequest* request) {
+  request->clear_nested_parents();
+  for (const NestedParent& parent : parents) {
+    if (parent.score == nullptr) continue;
+    v1::KernelScore* proto = request->add_nested_parents();
+    ToProto(*parent.score, proto);
+    // Only the optima are read (the proto's comment lists what); the Laplace diagnostics carry
+    // u×u matrices the server does not need.
+    proto->clear_laplace();
+    proto->set_kernel(ToString(parent.kernel));
+  }
 }
 
 // ---- results ----------------------------------------------------------------------------------

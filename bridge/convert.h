@@ -75,6 +75,8 @@ void ApplyFitSettings(const FitSettings& settings, ScoreOptions* options);
 absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& request);
 // Fills the option fields of `request` (not dataset/kernels) from core options.
 void ScoreOptionsToProto(const ScoreOptions& options, v1::ScoreRequest* request);
+// Sets request.nested_parents from `parents` (those with a score), as ScoreOptionsToProto does.
+void NestedParentsToProto(const std::vector<NestedParent>& parents, v1::ScoreRequest* request);
 
 // ---- results ----------------------------------------------------------------------------------
 

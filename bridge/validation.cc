@@ -287,7 +287,16 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
     if (auto k = CheckKernel(request.kernels(i), field, limits, d, v))
       kernels.emplace_back(field, *k);
   }
-  // Metrics, laplace_r and the fit options, each parsed once (bridge/convert.h).
+  // Scores the caller already has, whose optima start the fits of the kernels containing them
+  // (core/score.h NestedParent): as many as kernels at most, since each costs a containment test
+  // per kernel and up to two extra starts.
+  if (request.nested_parents_size() > limits.max_kernels_per_request) {
+    v.Add("nested_parents",
+          absl::StrCat("has ", request.nested_parents_size(), " entries, more than the limit of ",
+                       limits.max_kernels_per_request));
+  }
+  // Metrics, laplace_r, the nested parents and the fit options, each parsed once
+  // (bridge/convert.h).
   absl::StatusOr<ScoreOptions> options = bridge::ScoreOptionsFromProto(request);
   v.AddAll(options.status());
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);

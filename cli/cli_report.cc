@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -193,10 +194,22 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   for (const KernelExpr& kernel : kernels) {
     if (!searched.count(ToString(kernel))) to_score.push_back(kernel);
   }
+  // The kernels the search scored are scored already on this data with these options: a given
+  // kernel that contains one also starts its fits from that one's optima (ScoreKernels picks the
+  // largest contained; core/score.h NestedParent), in-process and in the ScoreRequest alike. So
+  // its MLL is not below that of a kept kernel it contains, and it need not find that basin
+  // again from its random starts.
+  ScoreOptions compare_options = score_options;
+  for (const auto& [text, score] : searched) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
+    if (!kernel.ok()) return ReportError(kernel.status());
+    compare_options.nested_parents.push_back(
+        {*std::move(kernel), std::make_shared<const KernelScore>(score)});
+  }
   std::vector<KernelScore> scored;
   if (!to_score.empty()) {
     absl::StatusOr<std::vector<KernelScore>> scores =
-        (*backend)->Score(*data, to_score, score_options, progress.callback());
+        (*backend)->Score(*data, to_score, compare_options, progress.callback());
     if (!scores.ok()) return ReportError(scores.status());
     scored = *std::move(scores);
     stage_done("scores");
@@ -311,8 +324,29 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
             << absl::StrFormat(
                    "kernels compared: %d scored by the search (its kept kernels' scores took "
                    "%.2f s), %d scored for the report\n",
-                   in.scores.size() - to_score.size(), kept_seconds, to_score.size())
-            << "seconds:";
+                   in.scores.size() - to_score.size(), kept_seconds, to_score.size());
+  // Which of the search's kernels started each one scored for the report, and where its winning
+  // starts came from (bench/RESULTS.md reads whether the nested starts won).
+  auto winning_start = [](const std::optional<FitResult>& fit) -> std::string {
+    if (!fit) return "-";
+    const std::string kind(StartKindName(fit->best_start_kind));
+    return fit->best_start_origin.empty() ? kind
+                                          : absl::StrCat(kind, " (", fit->best_start_origin, ")");
+  };
+  for (const KernelScore& score : scored) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(score.kernel);
+    if (!kernel.ok()) continue;
+    std::vector<std::string> parents;
+    for (const NestedParent& parent :
+         LargestContainedParents(*kernel, compare_options.nested_parents)) {
+      parents.push_back(ToString(parent.kernel));
+    }
+    std::cout << absl::StrFormat(
+        "  %s: also started from the optima of %s; winning starts: MLL %s, MAP %s\n",
+        score.kernel, parents.empty() ? "none" : absl::StrJoin(parents, ", "),
+        winning_start(score.mll_fit), winning_start(score.map_fit));
+  }
+  std::cout << "seconds:";
   for (const auto& [stage, seconds] : stage_seconds) {
     std::cout << absl::StrFormat(" %s %.2f", stage, seconds);
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include <Eigen/Eigenvalues>
@@ -257,12 +258,16 @@ std::string FormatLaplaceRName(double r) { return absl::StrFormat("lap_r=%g", r)
 
 // The optima of the contained kernels in options.nested_parents, embedded into `model`'s
 // parameters with the extra part switched off (core/nested_embedding.h), as starts of the fit of
-// the same objective.
+// the same objective. A parent scored on another number of points or with y scaled otherwise
+// is skipped: its raw optimum would be a point of another likelihood (a caller's mistake, or a
+// ScoreRequest's nested_parents from elsewhere), so starting there would only cost time.
 void AddNestedStarts(const KernelExpr& kernel, const GpModel& model, const ScoreOptions& options,
-                     FitOptions& fit) {
+                     const KernelScore& score, FitOptions& fit) {
   for (const NestedParent& parent : options.nested_parents) {
     if (parent.score == nullptr || parent.kernel == kernel ||
-        !KernelContains(kernel, parent.kernel)) {
+        !KernelContains(kernel, parent.kernel) ||
+        parent.score->num_points != score.num_points ||
+        parent.score->standardized != score.standardized) {
       continue;
     }
     for (const std::optional<FitResult>* parent_fit :
@@ -407,7 +412,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
         fit_options.extra_starts.push_back(std::move(start));
       }
     }
-    AddNestedStarts(kernel, *model, options, fit_options);
+    AddNestedStarts(kernel, *model, options, score, fit_options);
     // A fit of `earlier` that is made again (with the other one, for cross-seeding) starts from
     // where it ended, so it cannot come out worse.
     if (earlier != nullptr) {
@@ -567,40 +572,39 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return NumBaseKernels(kernels[a]) < NumBaseKernels(kernels[b]);
   });
-  // Each kernel's parents and round (0-based), in that order.
-  std::vector<KernelToScore> entries(kernels.size());
+  // Rounds (0-based): a kernel comes after every kernel of the call that it contains, so that
+  // when its round comes, every kernel of the call it may start from is scored. The kernels it
+  // contains come before it in `order` (they have fewer base kernels, or as many and come first).
   std::vector<int> round_of(kernels.size(), 0);
   int rounds = 0;
   for (size_t position = 0; position < order.size(); ++position) {
     const size_t i = order[position];
-    // The largest contained kernels scored before it: each bounds the ones it contains in turn,
-    // so starting from those alone keeps the chain monotone at the cost of one start each.
-    std::vector<size_t> contained;
     for (size_t before = 0; before < position; ++before) {
       const size_t j = order[before];
       if (kernels[j] != kernels[i] && KernelContains(kernels[i], kernels[j])) {
-        contained.push_back(j);
-      }
-    }
-    entries[position].index = i;
-    for (size_t j : contained) {
-      const bool inside_another = std::any_of(contained.begin(), contained.end(), [&](size_t k) {
-        return kernels[k] != kernels[j] && KernelContains(kernels[k], kernels[j]);
-      });
-      if (!inside_another) {
-        entries[position].nested_parents.push_back(j);
         round_of[i] = std::max(round_of[i], round_of[j] + 1);
       }
     }
     rounds = std::max(rounds, round_of[i] + 1);
   }
 
-  std::vector<std::optional<KernelScore>> scores(kernels.size());
+  std::vector<std::shared_ptr<const KernelScore>> scores(kernels.size());
+  // The parents of the kernel at `position`: of the kernels scored before the call and those
+  // before it in `order`, the largest it contains (LargestContainedParents). In rounds, the
+  // kernels before it that are not scored yet are ones it does not contain (their scores are
+  // still null, which LargestContainedParents skips), so the parents are the same either way.
+  auto parents_of = [&](size_t position) {
+    std::vector<NestedParent> scored = options.nested_parents;
+    for (size_t before = 0; before < position; ++before) {
+      scored.push_back({kernels[order[before]], scores[order[before]]});
+    }
+    return LargestContainedParents(kernels[order[position]], scored);
+  };
   if (score_round) {
     for (int round = 0; round < rounds; ++round) {
       std::vector<KernelToScore> batch;
-      for (const KernelToScore& entry : entries) {
-        if (round_of[entry.index] == round) batch.push_back(entry);
+      for (size_t position = 0; position < order.size(); ++position) {
+        if (round_of[order[position]] == round) batch.push_back({order[position], parents_of(position)});
       }
       const ProgressCallback round_progress = [&progress, round, rounds](const Progress& inner) {
         if (inner.poll_only) return ReportProgress(progress, inner);
@@ -608,33 +612,57 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
         outer.fraction = (round + std::clamp(inner.fraction, 0.0, 1.0)) / rounds;
         return ReportProgress(progress, outer);
       };
-      absl::StatusOr<std::vector<KernelScore>> scored =
-          score_round(round + 1, batch, scores, round_progress);
+      absl::StatusOr<std::vector<KernelScore>> scored = score_round(round + 1, batch, round_progress);
       if (!scored.ok()) return scored.status();
       if (scored->size() != batch.size()) {
         return absl::InternalError(absl::StrCat("ScoreKernels: ", scored->size(),
                                                 " scores for a round of ", batch.size()));
       }
-      for (size_t k = 0; k < batch.size(); ++k) scores[batch[k].index] = std::move((*scored)[k]);
+      for (size_t k = 0; k < batch.size(); ++k) {
+        scores[batch[k].index] = std::make_shared<const KernelScore>(std::move((*scored)[k]));
+      }
     }
   } else {
-    for (const KernelToScore& entry : entries) {
+    for (size_t position = 0; position < order.size(); ++position) {
+      const size_t i = order[position];
       ScoreOptions kernel_options = options;
-      for (size_t j : entry.nested_parents) {
-        kernel_options.nested_parents.push_back({kernels[j], &*scores[j]});
-      }
-      absl::StatusOr<KernelScore> score =
-          ScoreKernel(data, kernels[entry.index], kernel_options, progress);
+      kernel_options.nested_parents = parents_of(position);
+      absl::StatusOr<KernelScore> score = ScoreKernel(data, kernels[i], kernel_options, progress);
       if (!score.ok()) {
-        if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(entry.index);
+        if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
         return score.status();
       }
-      scores[entry.index] = *std::move(score);
+      scores[i] = std::make_shared<const KernelScore>(*std::move(score));
     }
   }
   std::vector<KernelScore> out;
-  for (auto& score : scores) out.push_back(*std::move(score));
+  for (const auto& score : scores) out.push_back(*score);
   return out;
+}
+
+std::vector<NestedParent> LargestContainedParents(const KernelExpr& kernel,
+                                                  const std::vector<NestedParent>& scored) {
+  std::vector<const NestedParent*> contained;
+  for (const NestedParent& parent : scored) {
+    if (parent.score == nullptr || parent.kernel == kernel ||
+        !KernelContains(kernel, parent.kernel)) {
+      continue;
+    }
+    const bool given_before = std::any_of(contained.begin(), contained.end(),
+                                          [&](const NestedParent* p) {
+                                            return p->kernel == parent.kernel;
+                                          });
+    if (!given_before) contained.push_back(&parent);
+  }
+  std::vector<NestedParent> largest;
+  for (const NestedParent* parent : contained) {
+    const bool inside_another =
+        std::any_of(contained.begin(), contained.end(), [&](const NestedParent* other) {
+          return other->kernel != parent->kernel && KernelContains(other->kernel, parent->kernel);
+        });
+    if (!inside_another) largest.push_back(*parent);
+  }
+  return largest;
 }
 
 std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit) {

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,11 +69,23 @@ struct KernelScore;
 
 // A kernel scored earlier on the same data with the same options: when it is contained in the
 // kernel being scored (core/nested_embedding.h), its optima, embedded with the extra part
-// switched off, are starts of the larger kernel's fits (MLL from MLL, MAP from MAP).
+// switched off, are starts of the larger kernel's fits (MLL from MLL, MAP from MAP). They are
+// extra starts: the prior draws and data-informed starts stay, so the larger kernel's optimum
+// is the best of more starts, never of fewer. Shared rather than pointed to, so that options
+// holding parents can be copied and moved freely (the server's validated request owns the
+// scores a ScoreRequest carries in `nested_parents`).
 struct NestedParent {
   KernelExpr kernel;
-  const KernelScore* score = nullptr;  // not owned
+  std::shared_ptr<const KernelScore> score;
 };
+
+// Of `scored`, the parents whose optima should start `kernel`'s fits: the kernels `kernel`
+// contains (other than itself) that no other of them contains in turn. Each of those bounds the
+// ones it contains (its own MLL is at least theirs, by the same rule), so starting from the
+// largest alone keeps the chain monotone at one extra start per objective each (ScoreKernels'
+// rule; a kernel given twice counts once). In the order of `scored`.
+std::vector<NestedParent> LargestContainedParents(const KernelExpr& kernel,
+                                                  const std::vector<NestedParent>& scored);
 
 struct ScoreOptions {
   FitOptions fit;                      // restarts (default 5), seed, ...
@@ -80,7 +93,9 @@ struct ScoreOptions {
   XScaling scale_x;                    // how x is scaled before modelling (default: not at all)
   // Two data-informed starts per fit besides the prior draws (core/data_starts.h).
   bool data_informed_starts = true;
-  // Contained kernels already scored (ScoreKernels fills this); others are ignored.
+  // Kernels already scored on this data with these options (e.g. a search's kept kernels,
+  // SearchStep::kept_score). ScoreKernel starts from every one the kernel contains; ScoreKernels
+  // adds the kernels it scores itself and passes each kernel LargestContainedParents.
   std::vector<NestedParent> nested_parents;
   std::vector<Metric> metrics;         // empty = the eight paper metrics
   std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
@@ -189,25 +204,26 @@ absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& sc
 // Scores several kernels on one dataset: smaller kernels first, each one's optima feeding the
 // fits of every larger kernel that contains it (ScoreOptions::nested_parents), so that a kernel's
 // MLL is not below that of a kernel it contains, except for what the bounds leave of the
-// switched-off part (README, "Nested kernels"). Results are in the order of `kernels`. On an
-// error, `failed_kernel` (if given) receives the index of the kernel that failed.
+// switched-off part (README, "Nested kernels"). Kernels scored before the call, given in
+// options.nested_parents, feed the fits of those that contain them the same way (a report's
+// given kernel starting from the search's kept kernels). Results are in the order of `kernels`.
+// On an error, `failed_kernel` (if given) receives the index of the kernel that failed.
 //
-// The kernels fall into rounds: a kernel's round comes after those of every kernel it starts
-// from, and the kernels of one round do not depend on each other. With `score_round`, each round
-// is handed to it in one call instead of being scored here one kernel after another (a score
-// job makes each kernel a task that any replica may run, jobs/score_job.h); the results are the
-// same, since a kernel's score depends only on its own inputs and its parents' scores.
+// The kernels fall into rounds: a kernel's round comes after those of the kernels of the call
+// that it contains, and the kernels of one round do not depend on each other. With
+// `score_round`, each round is handed to it in one call instead of being scored here one kernel
+// after another (a score job makes each kernel a task that any replica may run,
+// jobs/score_job.h); the results are the same, since a kernel's score depends only on its own
+// inputs and its parents' scores.
 struct KernelToScore {
-  size_t index = 0;                   // into `kernels`
-  std::vector<size_t> nested_parents;  // kernels of earlier rounds its fits start from
+  size_t index = 0;                         // into `kernels`
+  std::vector<NestedParent> nested_parents;  // what its fits start from (LargestContainedParents)
 };
 // Scores one round: for each entry, in order, exactly what ScoreKernel(data, kernels[index],
-// options with nested_parents = {kernels[p], &(*scored)[p]} for p in entry.nested_parents)
-// returns. `round` is 1-based; `scored` holds the scores of the earlier rounds by kernel index.
-// An error fails the whole ScoreKernels call with it.
+// options with nested_parents = entry.nested_parents) returns. `round` is 1-based. An error
+// fails the whole ScoreKernels call with it.
 using KernelRoundScorer = std::function<absl::StatusOr<std::vector<KernelScore>>(
-    int round, const std::vector<KernelToScore>& entries,
-    const std::vector<std::optional<KernelScore>>& scored, const ProgressCallback& progress)>;
+    int round, const std::vector<KernelToScore>& entries, const ProgressCallback& progress)>;
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
                                                       const std::vector<KernelExpr>& kernels,
                                                       const ScoreOptions& options,

@@ -26,7 +26,6 @@ absl::StatusOr<std::string> RunScoreJob(std::string_view request_bytes,
   KernelRoundScorer score_round;
   if (tasks != nullptr) {
     score_round = [&request, tasks](int round, const std::vector<KernelToScore>& entries,
-                                    const std::vector<std::optional<KernelScore>>& scored,
                                     const ProgressCallback& round_progress)
         -> absl::StatusOr<std::vector<KernelScore>> {
       std::vector<std::string> requests;
@@ -34,11 +33,8 @@ absl::StatusOr<std::string> RunScoreJob(std::string_view request_bytes,
       for (const KernelToScore& entry : entries) {
         v1::ScoreKernelTask task;
         *task.mutable_score() = request.score();
+        bridge::NestedParentsToProto(entry.nested_parents, task.mutable_score());
         task.set_kernel_index(static_cast<int>(entry.index));
-        for (size_t parent : entry.nested_parents) {
-          task.add_nested_parent_indices(static_cast<int>(parent));
-          bridge::ToProto(*scored[parent], task.add_nested_parent_scores());
-        }
         requests.push_back(task.SerializeAsString());
       }
       // One kernel at a time on this worker: a kernel's fits use the request's threads already.
@@ -81,24 +77,11 @@ absl::StatusOr<std::string> RunScoreKernelTask(std::string_view request_bytes,
   absl::StatusOr<ValidScore> valid = ValidateScoreRequest(task.score(), limits);
   if (!valid.ok()) return valid.status();
   const int index = task.kernel_index();
-  const int num_kernels = static_cast<int>(valid->kernels.size());
-  if (index < 0 || index >= num_kernels ||
-      task.nested_parent_indices_size() != task.nested_parent_scores_size()) {
-    return absl::DataLossError("score kernel: stored task is inconsistent");
+  if (index < 0 || index >= static_cast<int>(valid->kernels.size())) {
+    return absl::DataLossError("score kernel: stored task names no kernel of its request");
   }
-  std::vector<KernelScore> parent_scores;
-  parent_scores.reserve(task.nested_parent_scores_size());
-  for (const v1::KernelScore& score : task.nested_parent_scores()) {
-    parent_scores.push_back(bridge::FromProto(score));
-  }
-  ScoreOptions options = valid->options;
-  for (int k = 0; k < task.nested_parent_indices_size(); ++k) {
-    const int parent = task.nested_parent_indices(k);
-    if (parent < 0 || parent >= num_kernels) {
-      return absl::DataLossError("score kernel: stored task is inconsistent");
-    }
-    options.nested_parents.push_back({valid->kernels[parent], &parent_scores[k]});
-  }
+  // The request's nested_parents are this kernel's parents (RunScoreJob).
+  const ScoreOptions& options = valid->options;
   absl::StatusOr<KernelScore> score =
       ScoreKernel(valid->data, valid->kernels[index], options, progress);
   if (!score.ok()) return score.status();

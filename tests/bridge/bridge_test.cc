@@ -4,6 +4,7 @@
 // validation names every bad field with core's own messages and defaults.
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -113,6 +114,70 @@ TEST(BridgeRoundTripTest, ScoreRequestKeepsEveryOption) {
       bridge::ScoreRequestOf(Example(), {Kernel("SE"), Kernel("SE+LIN")}, *back);
   EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
                                                           << again.DebugString();
+}
+
+// Scores the caller had before (a report's search path) travel in ScoreRequest.nested_parents
+// with their optima, and the server's ScoreKernels, given what the bridge makes of the request,
+// scores exactly what the in-process call scores: the same nested start, the same numbers.
+TEST(BridgeRoundTripTest, ScoreRequestCarriesTheNestedParentsOptima) {
+  const Dataset data = Example();
+  ScoreOptions options;
+  options.fit.restarts = 2;
+  absl::StatusOr<KernelScore> se = ScoreKernel(data, Kernel("SE"), options);
+  ASSERT_TRUE(se.ok()) << se.status();
+  options.nested_parents.push_back({Kernel("SE"), std::make_shared<const KernelScore>(*se)});
+  const v1::ScoreRequest request = bridge::ScoreRequestOf(data, {Kernel("SE+LIN")}, options);
+  ASSERT_EQ(request.nested_parents_size(), 1);
+  EXPECT_EQ(request.nested_parents(0).kernel(), "SE");
+  EXPECT_FALSE(request.nested_parents(0).has_laplace()) << "only the optima are sent";
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(request, ServiceLimits{});
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  ASSERT_EQ(valid->options.nested_parents.size(), 1u);
+  const NestedParent& back = valid->options.nested_parents.front();
+  EXPECT_EQ(back.kernel, Kernel("SE"));
+  EXPECT_EQ(back.score->parameter_names, se->parameter_names);
+  EXPECT_EQ(back.score->mll_fit->raw, se->mll_fit->raw);
+  EXPECT_EQ(back.score->map_fit->raw, se->map_fit->raw);
+  EXPECT_EQ(back.score->map_fit->values, se->map_fit->values);
+  const v1::ScoreRequest again =
+      bridge::ScoreRequestOf(valid->data, valid->kernels, valid->options);
+  EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
+                                                          << again.DebugString();
+
+  absl::StatusOr<std::vector<KernelScore>> local = ScoreKernels(data, {Kernel("SE+LIN")}, options);
+  absl::StatusOr<std::vector<KernelScore>> served =
+      ScoreKernels(valid->data, valid->kernels, valid->options);
+  ASSERT_TRUE(local.ok() && served.ok());
+  EXPECT_EQ(served->front().metrics, local->front().metrics);
+  int nested_starts = 0;
+  for (const FitResult::StartEnd& end : served->front().mll_fit->start_ends) {
+    if (end.kind == StartKind::kNestedParent) {
+      ++nested_starts;
+      EXPECT_EQ(end.origin, "SE MLL optimum");
+    }
+  }
+  EXPECT_EQ(nested_starts, 1);
+  EXPECT_GE(served->front().metrics.at("mll"), se->metrics.at("mll") - 1e-6);
+
+  // A parent that cannot be a start is refused by name; more parents than kernels allowed too.
+  v1::ScoreRequest bad = request;
+  bad.mutable_nested_parents(0)->mutable_mll_fit()->set_raw(0, std::nan(""));
+  bad.add_nested_parents()->set_kernel("SE +");
+  valid = ValidateScoreRequest(bad, ServiceLimits{});
+  ASSERT_EQ(valid.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  for (const auto& [field, description] : bridge::FieldViolations(valid.status())) {
+    fields.push_back(field);
+  }
+  EXPECT_THAT(fields, ::testing::IsSupersetOf({std::string("nested_parents[0]"),
+                                               std::string("nested_parents[1].kernel")}));
+  ServiceLimits tight;
+  tight.max_kernels_per_request = 1;
+  v1::ScoreRequest two = request;
+  *two.add_nested_parents() = request.nested_parents(0);
+  valid = ValidateScoreRequest(two, tight);
+  ASSERT_EQ(valid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(valid.status().message()), HasSubstr("nested_parents"));
 }
 
 TEST(BridgeRoundTripTest, SearchRequestKeepsEveryOption) {

@@ -452,6 +452,24 @@ TEST(CliReportTest, SearchedKernelsAreNotScoredAgain) {
   EXPECT_THAT(repeated.out, testing::ContainsRegex("scored by the search \\(.*\\), 1 scored for the report"));
 }
 
+// A --kernel that contains kernels the search scored (here SE, kept after step 1, inside LIN+SE,
+// the best) also starts from the optima of the largest of them, and the report says so; one
+// that contains none of them (LIN's factor in SE*LIN cannot be switched to 1) starts from none.
+TEST(CliReportTest, GivenKernelStartsFromTheSearchedKernelsItContains) {
+  const std::string out = testing::TempDir() + "/report_nested_" + std::to_string(getpid());
+  const std::string args = "report --data " + kExample +
+                           " --search --base SE,LIN --depth 2 --metric mll --restarts 2 --out " + out;
+  CliRun containing = RunGpsel(args + " --kernel 'C*SE + LIN*SE'");
+  ASSERT_EQ(containing.exit_code, 0) << containing.err;
+  EXPECT_THAT(containing.out, testing::HasSubstr("chosen kernel LIN+SE:")) << containing.out;
+  EXPECT_THAT(containing.out,
+              testing::ContainsRegex("  C\\*SE\\+LIN\\*SE: also started from the optima of "
+                                     "LIN\\+SE; winning starts: MLL [a-z]+"));
+  CliRun other = RunGpsel(args + " --kernel 'SE*LIN + LIN'");
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_THAT(other.out, testing::HasSubstr("LIN*SE+LIN: also started from the optima of none"));
+}
+
 TEST(CliReportTest, BadFlagsExitWithCodeTwoAndAMessage) {
   const std::string out = " --out " + testing::TempDir() + "/report_bad";
   const struct {

@@ -3,6 +3,9 @@
 #include "core/score.h"
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -140,6 +143,40 @@ TEST(ScoreTest, ReusingFitsGivesTheFreshNumbers) {
   // An earlier score of another kernel is refused.
   EXPECT_EQ(ScoreKernelReusingFits(data, Kernel("SE"), all, *earlier).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The parents of a given kernel among kernels scored before (a report's search path): only the
+// largest contained ones (SE and PER+SE are inside C*PER*SE+C*SE, so only that one starts
+// C*SE + C*PER*SE + LIN), each once, in the given order; the kernel itself and kernels it does
+// not contain are no parents. ScoreKernels applies the same rule to the kernels it scores.
+TEST(ScoreTest, LargestContainedParentsAreTheContainedKernelsNoOtherContains) {
+  auto parent = [](std::string_view text) {
+    auto score = std::make_shared<KernelScore>();
+    score->kernel = std::string(text);
+    return NestedParent{Kernel(text), std::move(score)};
+  };
+  const std::vector<NestedParent> scored = {parent("SE"), parent("PER+SE"), parent("PER*PER+SE"),
+                                            parent("PER+SE"), parent("C*SE + C*PER*SE"),
+                                            parent("LIN")};
+  auto texts = [](const std::vector<NestedParent>& parents) {
+    std::vector<std::string> out;
+    for (const NestedParent& p : parents) out.push_back(ToString(p.kernel));
+    return out;
+  };
+  // PER+SE does not contain SE (a bare PER summand cannot be switched off), so both start it.
+  EXPECT_THAT(texts(LargestContainedParents(Kernel("C*SE + C*PER*SE"), scored)),
+              ::testing::ElementsAre("SE", "PER+SE"));
+  EXPECT_THAT(texts(LargestContainedParents(Kernel("C*SE + C*PER*SE + LIN"), scored)),
+              ::testing::ElementsAre("C*PER*SE+C*SE", "LIN"));
+  EXPECT_THAT(texts(LargestContainedParents(Kernel("C*SE"), scored)),
+              ::testing::ElementsAre("SE"));
+  EXPECT_TRUE(LargestContainedParents(Kernel("SE"), scored).empty());
+  // A parent without a score is no start.
+  std::vector<NestedParent> unscored = scored;
+  unscored[1].score = nullptr;
+  unscored[3].score = nullptr;
+  EXPECT_THAT(texts(LargestContainedParents(Kernel("C*SE + C*PER*SE"), unscored)),
+              ::testing::ElementsAre("SE"));
 }
 
 }  // namespace
