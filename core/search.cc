@@ -892,6 +892,7 @@ absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
   if (Cancelled()) return cancel_status_;
   return StoreStep(slots, to_score);
 }
+
 absl::Status KernelSearchRun::StoreStep(std::vector<Slot>& slots, const std::vector<int>& to_score) {
   const std::string label = Label();
   // Results are stored only for a complete step, in slot order.
