@@ -593,10 +593,21 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServer
     reactor->FinishWith(id.status());
     return reactor;
   }
-  absl::StatusOr<Job> job = store_->GetJob(*id);
+  absl::StatusOr<Job> job = GetApiJob(*id);
   if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
   reactor->FinishWith(job.status());
   return reactor;
+}
+
+absl::StatusOr<Job> ModelSelectionServiceImpl::GetApiJob(const std::string& id) {
+  absl::StatusOr<Job> job = store_->GetJob(id);
+  // A task is a part of its job (an evidence run, a search candidate), run and cancelled with
+  // it; ListJobs does not show tasks, and neither do the calls that take a job's name.
+  if (job.ok() && job->is_task()) {
+    return absl::NotFoundError(absl::StrCat("job ", id, " not found (it is a task of job ",
+                                            job->parent_id, ")"));
+  }
+  return job;
 }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::WatchJob(
@@ -605,7 +616,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::Watch
   absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
   if (id.ok()) {
     // Unknown jobs fail at once with NOT_FOUND rather than on the first poll.
-    absl::StatusOr<Job> job = store_->GetJob(*id);
+    absl::StatusOr<Job> job = GetApiJob(*id);
     if (!job.ok()) id = job.status();
   }
   if (!id.ok()) {
@@ -631,7 +642,8 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
     reactor->FinishWith(id.status());
     return reactor;
   }
-  absl::StatusOr<Job> job = store_->RequestCancel(*id);
+  absl::StatusOr<Job> job = GetApiJob(*id);
+  if (job.ok()) job = store_->RequestCancel(*id);
   if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
   reactor->FinishWith(job.status());
   return reactor;

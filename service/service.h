@@ -101,6 +101,8 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   absl::Status SubmitJob(std::string_view kind, const absl::Status& validation,
                          const std::string& field_prefix, const Request& stored,
                          Response* response);
+  // The job `id` as GetJob, WatchJob and CancelJob see it: NOT_FOUND for a task.
+  absl::StatusOr<Job> GetApiJob(const std::string& id);
   // Stores a validated Submit* request (`stored`, its canonical form) as a job of `kind`,
   // idempotent per `request_id`, and fills the job and created. A full store gives
   // STORE_FULL, a full queue JOB_QUEUE_FULL, the same key with another request of the same

@@ -493,6 +493,10 @@ TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
       EXPECT_EQ(task.kind, kSearchCandidateJobKind);
       EXPECT_EQ(task.state, JobState::kSucceeded);
       EXPECT_EQ(task.attempts, 1);
+      // Tasks are parts of their job, not API resources.
+      EXPECT_EQ(client->GetJob(JobName(task.id)).status().code(), absl::StatusCode::kNotFound);
+      EXPECT_EQ(client->CancelJob(JobName(task.id)).status().code(),
+                absl::StatusCode::kNotFound);
     }
     tasks += static_cast<int>(batch->size());
   }
