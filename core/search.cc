@@ -779,7 +779,7 @@ absl::Status KernelSearchRun::ScoreElsewhere(int depth, std::vector<Slot>& slots
     return progress_(progress);
   };
   absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> outcomes =
-      options_.score_candidates(depth, batch, batch_progress);
+      options_.score_candidates(depth, batch, threads_, batch_progress);
   if (!outcomes.ok()) return outcomes.status();
   if (outcomes->size() != to_score.size()) {
     return absl::InternalError(absl::StrCat("kernel search: ", outcomes->size(),

@@ -135,10 +135,12 @@ struct CandidateToScore {
 // default scorer) returns for it, so that the search's result does not depend on where its
 // candidates ran; a failed outcome is a failed candidate, as with the scorer. A non-OK return
 // stops the search with that status (cancellation, a lost job lease, a broken store).
-// `progress` takes the step's fraction done and, through its answer, cancellation.
+// `threads` is the search's own thread count (SearchOptions::threads, 0 resolved to the
+// hardware's): how many candidates the search would fit at once itself. `progress` takes the
+// step's fraction done and, through its answer, cancellation.
 using CandidateBatchScorer =
     std::function<absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>>(
-        int step, const std::vector<CandidateToScore>& candidates,
+        int step, const std::vector<CandidateToScore>& candidates, int threads,
         const ProgressCallback& progress)>;
 
 // The default scorer: ScoreKernel with `score_options` (its seed and warm start replaced by the

@@ -1,9 +1,7 @@
 // The search job kinds; see search_job.h.
 #include "jobs/search_job.h"
 
-#include <algorithm>
 #include <new>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,12 +26,9 @@ absl::StatusOr<std::string> RunSearchJob(std::string_view request_bytes,
   if (tasks != nullptr) {
     // The job's own threads run its candidates while no other replica takes them, as the
     // search's pool would.
-    const int threads = valid->options.threads > 0
-                            ? valid->options.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     valid->options.score_candidates =
-        [&request, tasks, threads](int step, const std::vector<CandidateToScore>& candidates,
-                                   const ProgressCallback& step_progress)
+        [&request, tasks](int step, const std::vector<CandidateToScore>& candidates, int threads,
+                          const ProgressCallback& step_progress)
         -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
       std::vector<std::string> requests;
       requests.reserve(candidates.size());

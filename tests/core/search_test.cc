@@ -634,9 +634,10 @@ TEST(SearchElsewhereTest, CandidatesScoredElsewhereGiveTheSameSearch) {
   const CandidateScorer scorer = MakeMetricScorer(Metric::kLap0, options.score);
   std::vector<int> batch_sizes;
   options.score_candidates = [&](int step, const std::vector<CandidateToScore>& candidates,
-                                 const ProgressCallback& progress)
+                                 int threads, const ProgressCallback& progress)
       -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
     EXPECT_EQ(step, static_cast<int>(batch_sizes.size()) + 1);
+    EXPECT_EQ(threads, 2);  // the search's own
     batch_sizes.push_back(static_cast<int>(candidates.size()));
     std::vector<absl::StatusOr<CandidateScore>> outcomes(candidates.size(),
                                                          absl::UnknownError("unset"));
@@ -694,7 +695,7 @@ TEST(SearchElsewhereTest, FailedOutcomesAreFailedCandidatesAndBatchErrorsStopThe
   options.score.fit.restarts = 2;
   const Dataset data = SmallData();
   const CandidateScorer scorer = MakeMetricScorer(Metric::kBic, options.score);
-  options.score_candidates = [&](int, const std::vector<CandidateToScore>& candidates,
+  options.score_candidates = [&](int, const std::vector<CandidateToScore>& candidates, int,
                                  const ProgressCallback&)
       -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
     std::vector<absl::StatusOr<CandidateScore>> outcomes;
@@ -723,7 +724,7 @@ TEST(SearchElsewhereTest, FailedOutcomesAreFailedCandidatesAndBatchErrorsStopThe
   EXPECT_TRUE(saw_lin);
   EXPECT_GE(result->failures, 1);
 
-  options.score_candidates = [](int step, const std::vector<CandidateToScore>&,
+  options.score_candidates = [](int step, const std::vector<CandidateToScore>&, int,
                                 const ProgressCallback&)
       -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
     if (step == 2) return absl::AbortedError("job lease lost");
@@ -732,7 +733,7 @@ TEST(SearchElsewhereTest, FailedOutcomesAreFailedCandidatesAndBatchErrorsStopThe
   };
   EXPECT_EQ(RunKernelSearch(data, options).status().code(), absl::StatusCode::kAborted);
   // The wrong number of outcomes is a bug of the batch scorer, not a result.
-  options.score_candidates = [](int, const std::vector<CandidateToScore>&,
+  options.score_candidates = [](int, const std::vector<CandidateToScore>&, int,
                                 const ProgressCallback&)
       -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
     return std::vector<absl::StatusOr<CandidateScore>>();
