@@ -29,26 +29,22 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# One scikit-learn fit in a process of its own (so /usr/bin/time measures it alone), with the
+# kernel and the evaluation counter of bench/sklearn_score.py.
 SKLEARN_FIT = r"""
-import json, sys, time, warnings
+import json, sys, warnings
 import numpy as np
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+sys.path.insert(0, sys.argv[3])
+from sklearn_score import counting_regressor_class, make_kernel
 data = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1)
 x, y = data[:, :-1], data[:, -1]
-class Counting(GaussianProcessRegressor):
-    evaluations = 0
-    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
-        if theta is not None:
-            Counting.evaluations += 1
-        return super().log_marginal_likelihood(theta, eval_gradient, clone_kernel)
-gpr = Counting(kernel=ConstantKernel() * RBF() + WhiteKernel(),
-               n_restarts_optimizer=int(sys.argv[2]), normalize_y=True, random_state=0)
+cls = counting_regressor_class()
+gpr = cls(kernel=make_kernel("C*SE"), n_restarts_optimizer=int(sys.argv[2]), normalize_y=True,
+          random_state=0)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # ConvergenceWarning at a bound is not an error here
     gpr.fit(x, y)
-print(json.dumps({"evaluations": Counting.evaluations,
-                  "mll": float(gpr.log_marginal_likelihood_value_),
+print(json.dumps({"evaluations": cls.evaluations, "mll": float(gpr.log_marginal_likelihood_value_),
                   "kernel": str(gpr.kernel_)}))
 """
 
@@ -81,7 +77,8 @@ def gpsel_row(gpsel, data, flags, threads):
 def sklearn_row(python, data, restarts):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS")}
-    stdout, wall, cpu, peak = timed([python, "-c", SKLEARN_FIT, data, str(restarts)], env=env)
+    stdout, wall, cpu, peak = timed(
+        [python, "-c", SKLEARN_FIT, data, str(restarts), os.path.join(ROOT, "bench")], env=env)
     fit = json.loads(stdout)
     return {"wall": wall, "cpu": cpu, "peak_mb": peak, "evaluations": fit["evaluations"],
             "mll": fit["mll"], "mll_starts": restarts + 1}

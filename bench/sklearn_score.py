@@ -51,6 +51,8 @@ def make_kernel(name):
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, WhiteKernel
     if name == "SE":
         return RBF() + WhiteKernel()
+    if name == "C*SE":  # gpsel's C*SE: an output scale times SE (bench/sklearn_large.py)
+        return ConstantKernel() * RBF() + WhiteKernel()
     if name == "SE+LIN":
         return (RBF() + ConstantKernel() * DotProduct(sigma_0=0.0, sigma_0_bounds="fixed")
                 + WhiteKernel())
