@@ -461,7 +461,11 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
   }
 
   if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
-  const Eigen::MatrixXd k_inverse_v = k_inverse.selfadjointView<Eigen::Lower>() * v;
+  // With nothing free (u = 0) v is n×0, and Eigen's self-adjoint product would bind a reference
+  // to the first coefficient of an empty result (undefined behaviour, which UBSan reports): there
+  // is no term to make then.
+  Eigen::MatrixXd k_inverse_v(n, u);
+  if (u > 0) k_inverse_v.noalias() = k_inverse.selfadjointView<Eigen::Lower>() * v;
   result.gradient = gradient;
   result.hessian.resize(u, u);
   for (int fi = 0; fi < u; ++fi) {
