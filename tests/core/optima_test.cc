@@ -433,8 +433,16 @@ TEST(OptimaTest, GivenKernelStartsFromTheOptimaOfKernelsScoredBefore) {
     EXPECT_THAT(nested, ::testing::ElementsAre("SE " + objective + " optimum",
                                                "PER+SE " + objective + " optimum"));
   }
-  // Here the nested starts matter: the cold fit's one draw missed a far better basin.
-  EXPECT_GT(warm_mll, cold_mll + 10.0) << "warm " << warm_mll << ", cold " << cold_mll;
+  // Here the nested starts matter: in the Release build the cold fit's one draw misses a far
+  // better basin (350.3 against 395.0), and the warm fit owes the optimum to a start the cold fit
+  // did not have (a nested one, or a cross-seeded one from the other fit's nested start). Which
+  // basin one draw reaches depends on the last bits of the arithmetic: in the ASan+UBSan build
+  // (scripts/sanitize.sh) the cold draw reaches 395.0 as well, and then there is nothing to owe.
+  if (cold_mll < warm_mll - 1e-6) {
+    EXPECT_NE(warm_score.mll_fit->best_start_kind, StartKind::kPriorDraw)
+        << "warm " << warm_mll << ", cold " << cold_mll << ": the warm fit's prior draw is the "
+        << "cold fit's, so it cannot be what beat it";
+  }
 }
 
 }  // namespace
