@@ -34,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKLEARN_FIT = r"""
 import json, sys, warnings
 import numpy as np
+sys.dont_write_bytecode = True  # no __pycache__ left in bench/
 sys.path.insert(0, sys.argv[3])
 from sklearn_score import counting_regressor_class, make_kernel
 data = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1)
