@@ -8,7 +8,8 @@ its evaluations, then per variant the total evaluations and how many fits came o
 than the first by more than 1e-3 nats.
 
   /usr/bin/python3 bench/optimum_quality.py --variant base=/tmp/gpsel-main \\
-      --variant candidate=/tmp/gpsel-new:GPSEL_EXP_NATS=0.5 [--restarts 5] [--seeds 1,2,3]
+      --variant candidate=/tmp/gpsel-new:GPSEL_EXP_NATS=0.5 [--restarts 5] [--seeds 1,2,3] \\
+      [--json all-fits.json]
 
 A variant is NAME=BINARY[:VAR=VALUE[,VAR=VALUE...]] (environment for that binary, e.g. the
 switches of an experimental build). Scores run on one thread each, two at a time.
@@ -59,6 +60,8 @@ def main():
     parser.add_argument("--variant", action="append", required=True, type=parse_variant)
     parser.add_argument("--restarts", type=int, default=5)
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--json", help="also write every fit's absolute MLL, MAP and evaluations "
+                                       "here, keyed variant/series/kernel/seed")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     jobs = [(variant, series, kernel, seed, args.restarts)
@@ -68,6 +71,10 @@ def main():
     with ThreadPoolExecutor(2) as pool:
         for job, result in pool.map(score, jobs):
             results[(job[0][0], job[1], job[2], job[3])] = result
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"/".join(map(str, key)): value for key, value in results.items()}, out,
+                      indent=1)
     names = [v[0] for v in args.variant]
     totals = {name: {"evaluations": 0, "worse_mll": 0, "worse_map": 0, "better": 0, "failed": 0}
               for name in names}
