@@ -1,4 +1,5 @@
-// Hyperparameter fitting with LBFGSpp's L-BFGS-B (box-bounded raw values) and prior restarts.
+// Hyperparameter fitting with LBFGSpp's L-BFGS-B (box-bounded, in log natural values) and prior
+// restarts.
 #include "core/fit.h"
 
 #include <algorithm>
@@ -17,7 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/hyperparameters.h"
 #include "core/instrumentation.h"
+#include "core/period_alias.h"
 #include "core/thread_pool.h"
 
 namespace gpsel {
@@ -67,6 +70,12 @@ bool MeetsGradientTolerance(const Eigen::VectorXd& raw, const Eigen::VectorXd& g
   return ProjectedGradientNorm(gradient, free) <=
          options.gradient_tolerance * std::max(1.0, std::sqrt(squared_norm));
 }
+
+// Nats by which the resolved period alias of a winner may fall below it and still replace it:
+// the two likelihoods are equal in exact arithmetic on an exact grid (core/period_alias.h); they
+// round differently (7e-13 nats on the 309 yearly sunspots, tests/core/period_alias_test.cc),
+// and dates written to a few decimals lie on their grid only to 1e-4 of a step.
+constexpr double kAliasTolerance = 1e-6;
 
 // A gain below this (relative to the objective), e.g. a Newton step's predicted ½gᵀ(−H)⁻¹g, is
 // rounding.
@@ -269,6 +278,61 @@ class NegativeObjective {
   double best_value_ = -std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_raw_;
   Eigen::VectorXd best_gradient_;
+};
+
+// The coordinates L-BFGS-B moves in: t = log θ for θ = softplus(r) the natural value (the
+// noise's part above its 1e-4 floor), as scikit-learn fits log θ. Starts, bounds, stopping and
+// the polish stay in raw space (NegativeObjective, NewtonPolish); only the solver's steps and
+// curvature pairs are in t. Why: softplus is linear above r ≈ 3, so in raw space a lengthscale or
+// variance of 20 moves in steps as large as one of 0.01 moves relatively, and the curvature along
+// it is orders of magnitude below that of the noise or a short lengthscale. L-BFGS then crawls
+// along such a ridge, its steps growing by a third per evaluation (weekly CO₂ C*SE: 20-evaluation
+// crawls, 95 evaluations in one start; bench/RESULTS.md, issue 17 item 2). In t every parameter
+// moves by relative amounts. For r ≲ −3 softplus(r) ≈ e^r, so t ≈ r there and nothing changes.
+//   dr/dt = θ / σ(r)   (dθ/dr = σ(r), the sigmoid; dθ/dt = θ),
+// so ∂f/∂t = ∂f/∂r · θ/σ(r). As σ(r) ≤ softplus(r), |∂f/∂r| ≤ |∂f/∂t|: LBFGSpp's own gradient
+// test in t is never looser than MeetsGradientTolerance in r.
+double LogScaleFromRaw(double raw) { return std::log(Softplus(raw)); }
+double RawFromLogScale(double log_scale) { return InverseSoftplus(std::exp(log_scale)); }
+
+Eigen::VectorXd LogScaleFromRaw(const Eigen::VectorXd& raw) {
+  return raw.unaryExpr([](double r) { return LogScaleFromRaw(r); });
+}
+
+// A NegativeObjective seen as a function of t. The point a solver run starts from maps back to
+// the raw point it came from exactly, so that NegativeObjective recognises its best point (a
+// round trip through exp and log may differ in the last bit); other points are clamped into the
+// raw box against such rounding at the bounds.
+class LogScaleObjective {
+ public:
+  LogScaleObjective(NegativeObjective& objective, const Eigen::VectorXd& start_raw,
+                    const FitOptions& options)
+      : objective_(objective), start_raw_(start_raw), start_log_(LogScaleFromRaw(start_raw)),
+        options_(options) {}
+
+  const Eigen::VectorXd& start() const { return start_log_; }
+
+  double operator()(const Eigen::VectorXd& log_scale, Eigen::VectorXd& gradient) {
+    Eigen::VectorXd raw = start_raw_;
+    if (log_scale != start_log_) {
+      raw = log_scale.unaryExpr([this](double t) {
+        return std::clamp(RawFromLogScale(t), options_.raw_lower_bound, options_.raw_upper_bound);
+      });
+    }
+    Eigen::VectorXd raw_gradient;
+    const double value = objective_(raw, raw_gradient);
+    gradient.resize(raw.size());
+    for (int k = 0; k < raw.size(); ++k) {
+      gradient(k) = raw_gradient(k) * Softplus(raw(k)) / Sigmoid(raw(k));
+    }
+    return value;
+  }
+
+ private:
+  NegativeObjective& objective_;
+  const Eigen::VectorXd start_raw_;
+  const Eigen::VectorXd start_log_;
+  const FitOptions& options_;
 };
 
 // What one start of a fit produced.
@@ -507,6 +571,7 @@ class FitRun {
         mean_(model.prior_mean()), sd_(model.prior_sd()),
         lower_(Eigen::VectorXd::Constant(u_, options.raw_lower_bound)),
         upper_(Eigen::VectorXd::Constant(u_, options.raw_upper_bound)),
+        lower_log_(LogScaleFromRaw(lower_)), upper_log_(LogScaleFromRaw(upper_)),
         extra_starts_(ExtraStartsFor(options, objective)),
         total_starts_(options.restarts + static_cast<int>(extra_starts_.size())),
         stage_(objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit") {
@@ -614,6 +679,24 @@ class FitRun {
       return absl::FailedPreconditionError(absl::StrCat(
           stage_, ": no start produced a finite likelihood (covariance never positive definite)"));
     }
+    // A period shorter than two grid steps is a reflection of the one the data resolve, with the
+    // same likelihood (core/period_alias.h): the winner moves there when the objective does not
+    // drop, so that yearly sunspots report 10.3 years and not the equally likely 0.91. The
+    // tolerance covers the rounding of the two equal likelihoods, summed differently; the prior
+    // (MAP) can make the resolved alias better, or worse, and then it stays.
+    if (std::optional<Eigen::VectorXd> resolved = ResolvePeriodAliases(model_, result.raw);
+        resolved && (resolved->array() >= lower_.array()).all() &&
+        (resolved->array() <= upper_.array()).all()) {
+      absl::StatusOr<double> value = ObjectiveValue(model_, objective_, *resolved);
+      ++result.evaluations;
+      if (value.ok() && *value >= best - kAliasTolerance) {
+        best = *value;
+        result.raw = *std::move(resolved);
+        result.best_start_origin = absl::StrCat(
+            result.best_start_origin, result.best_start_origin.empty() ? "" : ", ",
+            "period moved to the alias the grid resolves");
+      }
+    }
     if (u_ > 0) {
       // The winner also gets the curvature check (one Hessian when it is already a maximum): a
       // stationary end point can be a saddle on a nearly flat ridge.
@@ -708,7 +791,9 @@ class FitRun {
           Eigen::VectorXd no_gradient(0);
           f(x, no_gradient);
         } else {
-          solver.minimize(f, x, fx, lower_, upper_);
+          LogScaleObjective in_log_scale(f, x, options_);
+          Eigen::VectorXd t = in_log_scale.start();
+          solver.minimize(in_log_scale, t, fx, lower_log_, upper_log_);
         }
         break;
       } catch (const FitConverged&) {
@@ -753,6 +838,7 @@ class FitRun {
   const FitOptions& options_;
   const int u_;
   const Eigen::VectorXd mean_, sd_, lower_, upper_;
+  const Eigen::VectorXd lower_log_, upper_log_;  // the box in L-BFGS-B's t = log softplus(r)
   const std::vector<const StartPoint*> extra_starts_;
   const int total_starts_;
   const char* const stage_;

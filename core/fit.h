@@ -1,5 +1,6 @@
-// Hyperparameter fitting: L-BFGS (LBFGSpp) on the raw parameters, started from random draws of
-// the prior and from given points (data-informed, a contained kernel's optimum, ...). Two
+// Hyperparameter fitting: L-BFGS-B (LBFGSpp) stepping in the logs of the natural values (points,
+// bounds and stopping rule in raw space, core/fit.cc LogScaleObjective), started from random
+// draws of the prior and from given points (data-informed, a contained kernel's optimum, ...). Two
 // objectives (README "Conventions"): the MLL fit maximises log p(y|θ); the MAP fit maximises
 // log p(y|θ) + log p(θ). Fitted together, each fit is also started from the other's optimum, so
 // that MLL ≥ log p(y|θ̂_MAP) and MAP ≥ log p(y|θ̂_MLL) + log p(θ̂_MLL) hold exactly.
