@@ -13,8 +13,9 @@
 namespace gpsel {
 
 // Largest distance of a value from its grid point, in grid steps: monthly dates written in years
-// to six decimals are up to 6e-6 of a step off; a visible fraction of a step is no grid. Off by this much, an alias's phase
-// at a lag of m steps differs by 2π·m·1e-4·(fΔ), and the fit checks the likelihood there anyway.
+// to six decimals are up to 6e-6 of a step off; a visible fraction of a step is no grid. Off by
+// this much, an alias's phase at a lag of m steps differs by 2π·m·1e-4·(fΔ), and the fit checks
+// the likelihood there anyway.
 constexpr double kGridTolerance = 1e-4;
 
 std::optional<double> GridStep(const Eigen::VectorXd& column) {

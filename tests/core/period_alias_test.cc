@@ -23,12 +23,14 @@ Dataset Load(const std::string& name) {
   return *data;
 }
 
+// The model a score fits: y standardised as scoring does (core/dataset.h), x as given.
 GpModel Model(const Dataset& data, const std::string& kernel) {
   absl::StatusOr<KernelExpr> k = ParseKernel(kernel);
   EXPECT_TRUE(k.ok()) << k.status();
-  const Eigen::VectorXd y = (data.y.array() - data.y.mean()) /
-                            std::sqrt((data.y.array() - data.y.mean()).square().mean());
-  absl::StatusOr<GpModel> model = GpModel::Create(*k, data.x, y);
+  absl::StatusOr<Standardization> standardization = ComputeStandardization(data.y, true);
+  EXPECT_TRUE(standardization.ok()) << standardization.status();
+  absl::StatusOr<GpModel> model =
+      GpModel::Create(*k, data.x, ApplyStandardization(*standardization, data.y));
   EXPECT_TRUE(model.ok()) << model.status();
   return *std::move(model);
 }
