@@ -53,6 +53,12 @@ std::vector<LeafPlace> Places(const KernelExpr& kernel, int* num_summands) {
   return places;
 }
 
+bool HasPeriodicLeaf(const std::vector<LeafPlace>& places) {
+  return std::any_of(places.begin(), places.end(), [](const LeafPlace& place) {
+    return place.leaf->base == BaseKernel::kPER;
+  });
+}
+
 bool IsStationaryWithLengthscale(BaseKernel base) {
   return base == BaseKernel::kSE || base == BaseKernel::kMAT12 || base == BaseKernel::kMAT32 ||
          base == BaseKernel::kMAT52 || base == BaseKernel::kRQ || base == BaseKernel::kPER;
@@ -112,9 +118,19 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
   };
 
   const std::vector<HyperparameterInfo>& parameters = model.parameters();
+  // (ladder, periodogram peak) of each start: the two of every model, then, with a period, the
+  // other two pairings (see the header).
+  struct Pairing {
+    bool long_first;
+    size_t peak;
+  };
+  std::vector<Pairing> pairings = {{true, 0}, {false, 1}};
+  if (HasPeriodicLeaf(places)) {
+    pairings.push_back({false, 0});
+    pairings.push_back({true, 1});
+  }
   std::vector<StartPoint> starts;
-  for (int variant = 0; variant < 2; ++variant) {
-    const bool long_first = variant == 0;
+  for (const auto& [long_first, peak_index] : pairings) {
     Eigen::VectorXd full(static_cast<Eigen::Index>(parameters.size()));
     size_t index = 0;
     std::string periods;
@@ -138,7 +154,7 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
         } else if (name == "period") {
           const std::vector<PeriodogramPeak>& peaks = peaks_for(leaf.active_dim);
           if (!peaks.empty()) {
-            const PeriodogramPeak& peak = peaks[std::min<size_t>(variant, peaks.size() - 1)];
+            const PeriodogramPeak& peak = peaks[std::min(peak_index, peaks.size() - 1)];
             raw = RawOf(peak.period);
             absl::StrAppend(&periods, periods.empty() ? "" : "/",
                             absl::StrFormat("%.4g", peak.period));
@@ -168,6 +184,11 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
     for (size_t k = 0; k < parameters.size(); ++k) {
       if (!parameters[k].fixed) start.raw(free++) = full(static_cast<Eigen::Index>(k));
     }
+    // With a single periodogram peak a pairing can repeat an earlier start exactly.
+    const bool repeated = std::any_of(starts.begin(), starts.end(), [&](const StartPoint& other) {
+      return other.raw == start.raw;
+    });
+    if (repeated) continue;
     start.origin = absl::StrCat(long_first ? "long" : "short", " lengthscales",
                                 periods.empty() ? "" : ", periods ", periods,
                                 absl::StrFormat(", noise %.3g", noise_variance));

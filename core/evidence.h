@@ -47,7 +47,7 @@ absl::StatusOr<EvidenceMethod> ParseEvidenceMethod(std::string_view text,
 
 // Where importance sampling looks for posterior modes before it samples.
 struct ModeSearchOptions {
-  int restarts = 8;  // MAP-fit starts drawn from the prior (plus the two data-informed starts)
+  int restarts = 8;  // MAP-fit starts drawn from the prior (plus the data-informed starts)
   bool data_informed_starts = true;
   // From every mode with a PER period p, also climb from periods 2p and p/2: a periodic kernel's
   // posterior often has a mode at a multiple or a fraction of the period.

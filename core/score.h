@@ -91,7 +91,8 @@ struct ScoreOptions {
   FitOptions fit;                      // restarts (default 5), seed, ...
   bool standardize = true;             // standardise y before fitting (priors assume it)
   XScaling scale_x;                    // how x is scaled before modelling (default: not at all)
-  // Two data-informed starts per fit besides the prior draws (core/data_starts.h).
+  // Data-informed starts besides the prior draws: two, four for a kernel with a period
+  // (core/data_starts.h).
   bool data_informed_starts = true;
   // Kernels already scored on this data with these options (e.g. a search's kept kernels,
   // SearchStep::kept_score). ScoreKernel starts from every one the kernel contains; ScoreKernels

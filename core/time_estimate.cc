@@ -36,8 +36,24 @@ constexpr double kEvaluationsFixed = 10.0;
 constexpr double kEvaluationsPerParameter = 4.0;
 // Newton polish Hessians per fit (the winner's curvature check and its steps).
 constexpr double kHessiansPerFit = 2.0;
-// Starts beyond --restarts: the two data-informed starts and the cross-seeded restart.
+// Starts beyond --restarts: the data-informed starts (two, four with a period;
+// core/data_starts.h) and the cross-seeded restart.
 constexpr int kExtraStarts = 3;
+constexpr int kExtraStartsWithPeriod = 5;
+// A search's candidates, about half of which have a period.
+constexpr int kExtraStartsOfCandidates = 4;
+
+bool HasPeriod(const KernelExpr& kernel) {
+  if (kernel.is_base()) return kernel.base == BaseKernel::kPER;
+  for (const KernelExpr& operand : kernel.operands) {
+    if (HasPeriod(operand)) return true;
+  }
+  return false;
+}
+
+int ExtraStarts(const KernelExpr& kernel) {
+  return HasPeriod(kernel) ? kExtraStartsWithPeriod : kExtraStarts;
+}
 
 int FreeParameters(const KernelExpr& kernel) {
   // Kernel parameters plus the noise (fixed parameters are rare enough to ignore here).
@@ -60,10 +76,9 @@ struct FitCost {
   double evaluations = 0.0;
 };
 
-// One kernel's fits (`fits` objectives of `restarts` + extra starts, on `threads` threads) and
-// its Hessians.
-FitCost KernelFitCost(int64_t n, int u, int fits, int restarts, int threads, bool laplace) {
-  const int starts = restarts + kExtraStarts;
+// One kernel's fits (`fits` objectives of `starts` starts each, on `threads` threads) and its
+// Hessians.
+FitCost KernelFitCost(int64_t n, int u, int fits, int starts, int threads, bool laplace) {
   FitCost cost;
   cost.evaluations = fits * starts * EvaluationsPerStart(u);
   const double parallel = std::max(1, std::min(threads, fits * starts));
@@ -124,17 +139,20 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
   const int fits = Fits(options.metrics);
   TimeEstimate estimate;
   double evaluations = 0.0;
+  int most_starts = 0;
   for (const KernelExpr& kernel : kernels) {
-    const FitCost cost = KernelFitCost(n, FreeParameters(kernel), fits, options.fit.restarts,
-                                       threads, NeedsLaplace(options.metrics));
+    const int starts = options.fit.restarts + ExtraStarts(kernel);
+    most_starts = std::max(most_starts, starts);
+    const FitCost cost = KernelFitCost(n, FreeParameters(kernel), fits, starts, threads,
+                                       NeedsLaplace(options.metrics));
     estimate.seconds += cost.seconds;
     evaluations += cost.evaluations;
   }
   estimate.likelihood_evaluations = evaluations;
   estimate.breakdown = absl::StrFormat(
-      "n = %d: %d kernel(s) × %d fit(s) × %d starts, ~%.0f likelihood evaluations on %d "
+      "n = %d: %d kernel(s) × %d fit(s) × %s%d starts, ~%.0f likelihood evaluations on %d "
       "thread(s)",
-      n, kernels.size(), fits, options.fit.restarts + kExtraStarts, evaluations, threads);
+      n, kernels.size(), fits, kernels.size() > 1 ? "≤ " : "", most_starts, evaluations, threads);
   return estimate;
 }
 
@@ -171,7 +189,8 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
       u = 2 * Leaves(parent) + 1;
     }
     // Candidates run on `threads` threads, each fit on one.
-    const FitCost cost = KernelFitCost(n, u, fits, options.score.fit.restarts, 1, laplace);
+    const FitCost cost = KernelFitCost(
+        n, u, fits, options.score.fit.restarts + kExtraStartsOfCandidates, 1, laplace);
     seconds += cost.seconds * static_cast<double>(count) /
                static_cast<double>(std::min<int64_t>(threads, count));
     evaluations += cost.evaluations * static_cast<double>(count);
@@ -179,10 +198,11 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
   }
   // The best kernel is re-scored with every metric; with score_kept_kernels so is the kernel
   // kept after each earlier step (d base kernels after step d).
-  FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, options.score.fit.restarts, 1, true);
+  const int rescore_starts = options.score.fit.restarts + kExtraStartsOfCandidates;
+  FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, rescore_starts, 1, true);
   const int kept_rescores = options.score_kept_kernels ? depth - 1 : 0;
   for (int step = 1; step <= kept_rescores; ++step) {
-    const FitCost kept = KernelFitCost(n, 2 * step + 1, 2, options.score.fit.restarts, 1, true);
+    const FitCost kept = KernelFitCost(n, 2 * step + 1, 2, rescore_starts, 1, true);
     rescore.seconds += kept.seconds;
     rescore.evaluations += kept.evaluations;
   }
@@ -208,12 +228,12 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
       m * (kSolveSecondsPerSquare * nd * nd + kSquareSeconds * FreeParameters(kernel) * nd);
   estimate.breakdown = absl::StrFormat("n = %d, m = %d", n, num_new_points);
   if (options.hyperparameters.empty()) {
-    const FitCost fit = KernelFitCost(n, FreeParameters(kernel), 1, options.fit.fit.restarts,
+    const int starts = options.fit.fit.restarts + ExtraStarts(kernel);
+    const FitCost fit = KernelFitCost(n, FreeParameters(kernel), 1, starts,
                                       std::max(1, options.fit.fit.threads), false);
     estimate.seconds += fit.seconds;
     estimate.likelihood_evaluations = fit.evaluations;
-    absl::StrAppendFormat(&estimate.breakdown, ", after one fit of %d starts",
-                          options.fit.fit.restarts + kExtraStarts);
+    absl::StrAppendFormat(&estimate.breakdown, ", after one fit of %d starts", starts);
   }
   return estimate;
 }
