@@ -11,6 +11,10 @@ Two cases, each at the same number of MLL starts for both tools:
          starts) twice: `--metrics mll` (the like-for-like MLL fit) and all metrics (both fits and
          the Hessian); scikit-learn with n_restarts_optimizer=2 (3 starts), MLL only.
 
+  co2-restarts  weekly CO2 as in co2, gpsel `score --restarts R` (R = --co2-restarts, default 3:
+         R + 2 MLL starts) against scikit-learn with as many starts: what a score costs with fewer
+         prior draws, the user's speed-thoroughness dial.
+
 Each round runs every command of a case once, in turn (gpsel, scikit-learn, gpsel, ...), so both
 see the same machine load; wall and CPU seconds come from /usr/bin/time -v, evaluations and the
 MLL from each tool's own output. Both use the whole machine: gpsel `--threads` = nproc (its
@@ -91,7 +95,10 @@ def main():
     parser.add_argument("--gpsel", default=os.path.join(ROOT, "build", "bin", "gpsel"))
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--cases", default="co2,n5000")
+    parser.add_argument("--cases", default="co2,n5000",
+                        help="comma-separated: co2, co2-restarts, n5000")
+    parser.add_argument("--co2-restarts", type=int, default=3,
+                        help="gpsel's --restarts in the co2-restarts case")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "gpsel-scale-data"))
     args = parser.parse_args()
     threads = os.cpu_count() or 1
@@ -102,6 +109,13 @@ def main():
     cases = {
         "co2": [("gpsel score (all metrics, defaults)", lambda: gpsel_row(args.gpsel, co2, [], threads)),
                 ("scikit-learn MLL, 7 starts", lambda: sklearn_row(args.python, co2, 6))],
+        # Fewer prior draws: R draws + 2 data-informed = R + 2 MLL starts for gpsel, and as many
+        # for scikit-learn (n_restarts_optimizer = R + 1).
+        "co2-restarts": [(f"gpsel score --restarts {args.co2_restarts} (all metrics)",
+                          lambda: gpsel_row(args.gpsel, co2, ["--restarts", str(args.co2_restarts)],
+                                            threads)),
+                         (f"scikit-learn MLL, {args.co2_restarts + 2} starts",
+                          lambda: sklearn_row(args.python, co2, args.co2_restarts + 1))],
         "n5000": [("gpsel score --metrics mll --restarts 1",
                    lambda: gpsel_row(args.gpsel, n5000, ["--metrics", "mll", "--restarts", "1"], threads)),
                   ("scikit-learn MLL, 3 starts", lambda: sklearn_row(args.python, n5000, 2)),

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/data_heuristics.h"
 #include "core/hyperparameters.h"
+#include "core/kernel_expr.h"
 
 namespace gpsel {
 
@@ -51,12 +52,6 @@ std::vector<LeafPlace> Places(const KernelExpr& kernel, int* num_summands) {
     CollectPlaces(kernel, 0, false, &places);
   }
   return places;
-}
-
-bool HasPeriodicLeaf(const std::vector<LeafPlace>& places) {
-  return std::any_of(places.begin(), places.end(), [](const LeafPlace& place) {
-    return place.leaf->base == BaseKernel::kPER;
-  });
 }
 
 bool IsStationaryWithLengthscale(BaseKernel base) {
@@ -125,7 +120,7 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
     size_t peak;
   };
   std::vector<Pairing> pairings = {{true, 0}, {false, 1}};
-  if (HasPeriodicLeaf(places)) {
+  if (ContainsBaseKernel(model.kernel(), BaseKernel::kPER)) {
     pairings.push_back({false, 0});
     pairings.push_back({true, 1});
   }

@@ -500,4 +500,12 @@ int MaxActiveDim(const KernelExpr& expr) {
   return largest;
 }
 
+bool ContainsBaseKernel(const KernelExpr& expr, BaseKernel base) {
+  if (expr.kind == KernelExpr::Kind::kBase) return expr.base == base;
+  for (const KernelExpr& operand : expr.operands) {
+    if (ContainsBaseKernel(operand, base)) return true;
+  }
+  return false;
+}
+
 }  // namespace gpsel

@@ -74,6 +74,8 @@ int NumBaseKernels(const KernelExpr& expr);
 int Depth(const KernelExpr& expr);
 // Largest active_dim used (or -1 when none is pinned).
 int MaxActiveDim(const KernelExpr& expr);
+// Whether `base` occurs anywhere in `expr` (e.g. a period: BaseKernel::kPER).
+bool ContainsBaseKernel(const KernelExpr& expr, BaseKernel base);
 
 }  // namespace gpsel
 

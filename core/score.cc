@@ -402,13 +402,18 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   FitOptions fit_options = options.fit;
   if ((make_mll || make_map) && model->num_free() > 0) {
     if (options.data_informed_starts) {
+      // With both fits, the MLL fit alone takes them when the kernel has no period: every MLL
+      // end point is a candidate start of the MAP fit by cross-seeding, at the price of a log
+      // prior, so the MAP fit gets their basins without paying for the starts twice. With a
+      // period the MAP fit takes them too: there the prior can move its optimum far from the
+      // MLL fit's (Mauna Loa C*SE + C*PER*SE: the trend's lengthscale from 51 to 11 years), and
+      // the one cross-seeded start, from the MLL end point best under the MAP objective, ended
+      // 72.8 nats below it (RQ + PER*SE: 24.0; bench/RESULTS.md, "Data-informed starts for
+      // periodic kernels").
+      const bool mll_only = make_mll && make_map && fit_options.cross_seed &&
+                            !ContainsBaseKernel(kernel, BaseKernel::kPER);
       for (StartPoint& start : DataInformedStarts(*model)) {
-        // With both fits, the MLL fit alone takes them: every MLL end point is a candidate start
-        // of the MAP fit by cross-seeding, at the price of a log prior, so the MAP fit gets
-        // their basins without paying for the starts twice.
-        if (make_mll && make_map && fit_options.cross_seed) {
-          start.only_for = FitObjective::kMaximumLikelihood;
-        }
+        if (mll_only) start.only_for = FitObjective::kMaximumLikelihood;
         fit_options.extra_starts.push_back(std::move(start));
       }
     }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/kernel_expr.h"
 #include "core/progress_clock.h"
 
 namespace gpsel {
@@ -43,16 +44,8 @@ constexpr int kExtraStartsWithPeriod = 5;
 // A search's candidates, about half of which have a period.
 constexpr int kExtraStartsOfCandidates = 4;
 
-bool HasPeriod(const KernelExpr& kernel) {
-  if (kernel.is_base()) return kernel.base == BaseKernel::kPER;
-  for (const KernelExpr& operand : kernel.operands) {
-    if (HasPeriod(operand)) return true;
-  }
-  return false;
-}
-
 int ExtraStarts(const KernelExpr& kernel) {
-  return HasPeriod(kernel) ? kExtraStartsWithPeriod : kExtraStarts;
+  return ContainsBaseKernel(kernel, BaseKernel::kPER) ? kExtraStartsWithPeriod : kExtraStarts;
 }
 
 int FreeParameters(const KernelExpr& kernel) {
