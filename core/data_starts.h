@@ -26,7 +26,7 @@ namespace gpsel {
 //     years, 90 nats apart) lie at the annual period, and the first two starts reach only the
 //     lower one (bench/RESULTS.md, "Data-informed starts for periodic kernels").
 // A pairing that repeats an earlier start exactly (one periodogram peak) is left out.
-// In both, a stationary factor next to a PER factor is its decay and keeps ℓ_long; PER's own
+// In all of them, a stationary factor next to a PER factor is its decay and keeps ℓ_long; PER's own
 // lengthscale is 1 (one smooth bump per period); C constants and LIN variances share var(y)
 // equally over the summands; RQ.alpha is 1; the noise variance is the smooth's residual. Fixed
 // parameters stay fixed; a parameter the rules do not cover starts at its prior mean.

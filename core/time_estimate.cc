@@ -41,8 +41,6 @@ constexpr double kHessiansPerFit = 2.0;
 // core/data_starts.h) and the cross-seeded restart.
 constexpr int kExtraStarts = 3;
 constexpr int kExtraStartsWithPeriod = 5;
-// A search's candidates, about half of which have a period.
-constexpr int kExtraStartsOfCandidates = 4;
 
 int ExtraStarts(const KernelExpr& kernel) {
   return ContainsBaseKernel(kernel, BaseKernel::kPER) ? kExtraStartsWithPeriod : kExtraStarts;
@@ -162,6 +160,12 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
   }
   const int fits = Fits(metrics);
   const bool laplace = NeedsLaplace(metrics);
+  // With PER among the bases most candidates past step 1 have a period: count them all so.
+  const bool periodic_bases = std::any_of(bases.begin(), bases.end(), [](const KernelExpr& b) {
+    return ContainsBaseKernel(b, BaseKernel::kPER);
+  });
+  const int candidate_starts =
+      options.score.fit.restarts + (periodic_bases ? kExtraStartsWithPeriod : kExtraStarts);
   // Candidate counts: step 1 the bases, step d the expansions of a (d−1)-leaf parent per beam
   // kernel. The parent is grown by the expansion with the most leaves.
   double seconds = 0.0, evaluations = 0.0;
@@ -182,8 +186,7 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
       u = 2 * Leaves(parent) + 1;
     }
     // Candidates run on `threads` threads, each fit on one.
-    const FitCost cost = KernelFitCost(
-        n, u, fits, options.score.fit.restarts + kExtraStartsOfCandidates, 1, laplace);
+    const FitCost cost = KernelFitCost(n, u, fits, candidate_starts, 1, laplace);
     seconds += cost.seconds * static_cast<double>(count) /
                static_cast<double>(std::min<int64_t>(threads, count));
     evaluations += cost.evaluations * static_cast<double>(count);
@@ -191,11 +194,10 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
   }
   // The best kernel is re-scored with every metric; with score_kept_kernels so is the kernel
   // kept after each earlier step (d base kernels after step d).
-  const int rescore_starts = options.score.fit.restarts + kExtraStartsOfCandidates;
-  FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, rescore_starts, 1, true);
+  FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, candidate_starts, 1, true);
   const int kept_rescores = options.score_kept_kernels ? depth - 1 : 0;
   for (int step = 1; step <= kept_rescores; ++step) {
-    const FitCost kept = KernelFitCost(n, 2 * step + 1, 2, rescore_starts, 1, true);
+    const FitCost kept = KernelFitCost(n, 2 * step + 1, 2, candidate_starts, 1, true);
     rescore.seconds += kept.seconds;
     rescore.evaluations += kept.evaluations;
   }
