@@ -13,17 +13,14 @@
 #include <gtest/gtest.h>
 
 #include "core/dataset.h"
+#include "tests/core/bundled_data.h"
 
 namespace gpsel {
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925;
 
-Dataset Load(const std::string& name) {
-  absl::StatusOr<Dataset> data = LoadCsvFile(std::string(GPSEL_DATA_DIR "/") + name);
-  EXPECT_TRUE(data.ok()) << data.status();
-  return *data;
-}
+using ::gpsel::testing::LoadBundled;
 
 // Uneven sampling: sorted uniform draws on [0, span].
 Eigen::VectorXd UnevenX(int n, double span, uint64_t seed) {
@@ -90,33 +87,33 @@ TEST(LombScargleTest, PureNoiseHasNoSignificantPeak) {
 }
 
 TEST(LombScargleTest, RealSeriesHaveTheirKnownCycles) {
-  const Dataset sunspots = Load("sunspots_yearly.csv");
+  const Dataset sunspots = LoadBundled("sunspots_yearly.csv");
   const std::vector<PeriodogramPeak> cycle = LombScarglePeaks(sunspots.x.col(0), sunspots.y, 1);
   ASSERT_EQ(cycle.size(), 1u);
   EXPECT_GT(cycle[0].period, 10.0);
   EXPECT_LT(cycle[0].period, 12.0);
   EXPECT_LT(cycle[0].false_alarm_probability, 1e-6);
   // Mauna Loa: the quadratic trend is removed, the seasonal cycle is a year.
-  const Dataset co2 = Load("mauna_loa_monthly.csv");
+  const Dataset co2 = LoadBundled("mauna_loa_monthly.csv");
   const std::vector<PeriodogramPeak> season = LombScarglePeaks(co2.x.col(0), co2.y, 1);
   ASSERT_EQ(season.size(), 1u);
   EXPECT_NEAR(season[0].period, 1.0, 0.02);
   // The weekly record (2,225 uneven weeks, gaps where a week was not measured): the same year.
-  const Dataset weekly = Load("co2_weekly.csv");
+  const Dataset weekly = LoadBundled("co2_weekly.csv");
   ASSERT_EQ(weekly.num_points(), 2225);
   const std::vector<PeriodogramPeak> weekly_season =
       LombScarglePeaks(weekly.x.col(0), weekly.y, 1);
   ASSERT_EQ(weekly_season.size(), 1u);
   EXPECT_NEAR(weekly_season[0].period, 1.0, 0.01);
   // The Nile's flow has no cycle worth the name.
-  const Dataset nile = Load("nile.csv");
+  const Dataset nile = LoadBundled("nile.csv");
   const std::vector<PeriodogramPeak> nile_peak = LombScarglePeaks(nile.x.col(0), nile.y, 1);
   ASSERT_EQ(nile_peak.size(), 1u);
   EXPECT_GT(nile_peak[0].false_alarm_probability, 0.01);
 }
 
 TEST(AutoXScaleTest, IsExactlyHomogeneousInTheUnitsOfX) {
-  const Dataset years = Load("sunspots_yearly.csv");
+  const Dataset years = LoadBundled("sunspots_yearly.csv");
   absl::StatusOr<XScaleChoice> in_years = AutoXScale(years.x, years.y);
   absl::StatusOr<XScaleChoice> in_decades = AutoXScale(years.x / 10.0, years.y);
   ASSERT_TRUE(in_years.ok() && in_decades.ok());

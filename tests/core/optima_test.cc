@@ -21,17 +21,14 @@
 #include "core/nested_embedding.h"
 #include "core/score.h"
 #include "core/search.h"
+#include "tests/core/bundled_data.h"
 
 namespace gpsel {
 namespace {
 
 using ::testing::HasSubstr;
 
-Dataset Load(const std::string& name) {
-  absl::StatusOr<Dataset> data = LoadCsvFile(std::string(GPSEL_DATA_DIR "/") + name);
-  EXPECT_TRUE(data.ok()) << data.status();
-  return *data;
-}
+using ::gpsel::testing::LoadBundled;
 
 KernelExpr Kernel(std::string_view text) {
   absl::StatusOr<KernelExpr> k = ParseKernel(text);
@@ -94,7 +91,7 @@ TEST(OptimaTest, CrossInvariantsHoldForEveryBaseKernelAndCompositesOnRealSeries)
   options.metrics = {Metric::kMll, Metric::kMap};
   options.fit.threads = 2;
   for (const char* file : {"nile.csv", "sunspots_yearly.csv"}) {
-    const Dataset data = Load(file);
+    const Dataset data = LoadBundled(file);
     for (const char* text : kernels) {
       SCOPED_TRACE(std::string(file) + " " + text);
       absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel(text), options);
@@ -108,7 +105,7 @@ TEST(OptimaTest, CrossInvariantsHoldForEveryBaseKernelAndCompositesOnRealSeries)
 // likelihood (767.59, checked with scikit-learn) is 430 nats above the smooth-trend optimum that
 // the MLL fit's prior draws stop in; cross-seeding carries the MLL fit there.
 TEST(OptimaTest, MaunaLoaScaledSeMllReachesTheShortLengthscaleBasin) {
-  const Dataset data = Load("mauna_loa_monthly.csv");
+  const Dataset data = LoadBundled("mauna_loa_monthly.csv");
   ScoreOptions options;
   options.fit.threads = 2;
   absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel("C*SE"), options);
@@ -124,7 +121,7 @@ TEST(OptimaTest, MaunaLoaScaledSeMllReachesTheShortLengthscaleBasin) {
 // variance and takes 508 evaluations over its 7 starts; in log steps 159, to the same optimum
 // (bench/RESULTS.md, issue 17 item 2). A count, not a time: it is the same on every machine.
 TEST(OptimaTest, WeeklyCo2FitDoesNotCrawlAlongLongLengthscales) {
-  const Dataset data = EveryKth(Load("co2_weekly.csv"), 5);
+  const Dataset data = EveryKth(LoadBundled("co2_weekly.csv"), 5);
   ScoreOptions options;
   options.metrics = {Metric::kMll};
   options.fit.threads = 2;
@@ -139,7 +136,7 @@ TEST(OptimaTest, WeeklyCo2FitDoesNotCrawlAlongLongLengthscales) {
 // MLL never decreases along the chain beyond what the bounds leave (C at 9.4e-14: far below
 // 1e-6 nats here).
 TEST(OptimaTest, MaunaLoaChainMllNeverDecreases) {
-  const Dataset data = Load("mauna_loa_monthly.csv");
+  const Dataset data = LoadBundled("mauna_loa_monthly.csv");
   const std::vector<KernelExpr> chain = {
       Kernel("C*SE"), Kernel("C*SE + C*SE*PER"), Kernel("C*SE + C*SE*PER + C*RQ"),
       Kernel("C*SE + C*SE*PER + C*RQ + C*SE")};
@@ -166,7 +163,7 @@ TEST(OptimaTest, MaunaLoaChainMllNeverDecreases) {
 // Yearly sunspots: with x in years the 11-year cycle is far outside the period prior, so only
 // the periodogram start finds it; it must be found for every seed.
 TEST(OptimaTest, SunspotCycleIsFoundForEverySeed) {
-  const Dataset data = Load("sunspots_yearly.csv");
+  const Dataset data = LoadBundled("sunspots_yearly.csv");
   ScoreOptions options;
   options.metrics = {Metric::kMll};
   options.fit.threads = 2;
@@ -186,7 +183,7 @@ TEST(OptimaTest, SunspotCycleIsFoundForEverySeed) {
 // missed the upper one on five of seeds 0–5; the short ladder at the strongest peak
 // (core/data_starts.h) reaches it whatever the seed.
 TEST(OptimaTest, MaunaLoaSePlusPerReachesTheLongTrendBasinForEverySeed) {
-  const Dataset data = Load("mauna_loa_monthly.csv");
+  const Dataset data = LoadBundled("mauna_loa_monthly.csv");
   ScoreOptions options;
   options.metrics = {Metric::kMll};
   options.fit.threads = 2;
@@ -205,7 +202,7 @@ TEST(OptimaTest, MaunaLoaSePlusPerReachesTheLongTrendBasinForEverySeed) {
 // alone, the MAP fit's one start from the MLL optima ended at 1191.334; a kernel with a period
 // now gives them to the MAP fit too (core/score.cc).
 TEST(OptimaTest, MaunaLoaPeriodicMapFitTakesTheDataInformedStartsToo) {
-  const Dataset data = Load("mauna_loa_monthly.csv");
+  const Dataset data = LoadBundled("mauna_loa_monthly.csv");
   ScoreOptions options;
   options.metrics = {Metric::kMll, Metric::kMap};
   options.fit.threads = 2;
@@ -220,7 +217,7 @@ TEST(OptimaTest, MaunaLoaPeriodicMapFitTakesTheDataInformedStartsToo) {
 
 // Nested on sunspots: adding a smooth summand never loses likelihood.
 TEST(OptimaTest, SunspotNestedKernelsNeverLoseLikelihood) {
-  const Dataset data = Load("sunspots_yearly.csv");
+  const Dataset data = LoadBundled("sunspots_yearly.csv");
   ScoreOptions options;
   options.metrics = {Metric::kMll, Metric::kMap};
   options.fit.threads = 2;
@@ -238,7 +235,7 @@ TEST(OptimaTest, SunspotNestedKernelsNeverLoseLikelihood) {
 // (here: one kernel after another, in reverse) gives the scores of the one-process order, bit
 // for bit.
 TEST(OptimaTest, SunspotKernelsScoredInRoundsEqualTheOneProcessScores) {
-  const Dataset data = Load("sunspots_yearly.csv");
+  const Dataset data = LoadBundled("sunspots_yearly.csv");
   const std::vector<KernelExpr> kernels = {Kernel("C*PER*SE + C*SE"), Kernel("C*PER*SE"),
                                            Kernel("C*SE"), Kernel("C*SE + LIN")};
   ScoreOptions options;
@@ -296,7 +293,7 @@ TEST(OptimaTest, SunspotKernelsScoredInRoundsEqualTheOneProcessScores) {
 // --scale-x auto: the same series in years and in decades is the same model, so every metric is
 // equal and every value is in each file's own units.
 TEST(OptimaTest, AutoXScalingMakesYearsAndDecadesGiveTheSameScores) {
-  const Dataset years = Load("sunspots_yearly.csv");
+  const Dataset years = LoadBundled("sunspots_yearly.csv");
   Dataset decades = years;
   decades.x /= 10.0;
   ScoreOptions options;
@@ -329,7 +326,7 @@ TEST(OptimaTest, AutoXScalingMakesYearsAndDecadesGiveTheSameScores) {
 
 // The search under --scale-x auto: years and decades choose the same kernel with the same score.
 TEST(OptimaTest, AutoXScalingMakesYearsAndDecadesChooseTheSameKernel) {
-  const Dataset years = Load("sunspots_yearly.csv");
+  const Dataset years = LoadBundled("sunspots_yearly.csv");
   Dataset decades = years;
   decades.x /= 10.0;
   SearchOptions options;
@@ -373,7 +370,7 @@ TEST(OptimaTest, AutoXScalingMakesYearsAndDecadesChooseTheSameKernel) {
 // A period outside the prior is warned about on the fit that has it, naming the parameter and
 // the remedy; after auto scaling the same kernel gets no such warning.
 TEST(OptimaTest, WarningsAppearExactlyWhenAParameterIsFarFromItsPriorOrOnABound) {
-  const Dataset sunspots = Load("sunspots_yearly.csv");
+  const Dataset sunspots = LoadBundled("sunspots_yearly.csv");
   ScoreOptions options;
   options.fit.threads = 2;
   absl::StatusOr<KernelScore> raw_units = ScoreKernel(sunspots, Kernel("C*PER*SE"), options);
@@ -454,7 +451,7 @@ TEST(OptimaTest, UnneededPartOnItsBoundIsWarnedAbout) {
 // draw, plus these). Not for every seed: the cross-seeded starts, from the other fit's optimum,
 // differ between the two, and with seed 4 the warm MLL fit ends 28 nats below the cold one.
 TEST(OptimaTest, GivenKernelStartsFromTheOptimaOfKernelsScoredBefore) {
-  const Dataset data = EveryKth(Load("mauna_loa_monthly.csv"), 3);
+  const Dataset data = EveryKth(LoadBundled("mauna_loa_monthly.csv"), 3);
   ScoreOptions options;
   options.metrics = {Metric::kMll, Metric::kMap};
   options.fit.threads = 2;

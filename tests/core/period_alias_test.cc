@@ -13,15 +13,12 @@
 #include "core/gp_model.h"
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
+#include "tests/core/bundled_data.h"
 
 namespace gpsel {
 namespace {
 
-Dataset Load(const std::string& name) {
-  absl::StatusOr<Dataset> data = LoadCsvFile(std::string(GPSEL_DATA_DIR "/") + name);
-  EXPECT_TRUE(data.ok()) << data.status();
-  return *data;
-}
+using ::gpsel::testing::LoadBundled;
 
 // The model a score fits: y standardised as scoring does (core/dataset.h), x as given.
 GpModel Model(const Dataset& data, const std::string& kernel) {
@@ -76,7 +73,7 @@ TEST(ResolvedPeriodTest, FoldsTheFrequencyBelowHalfTheSamplingRate) {
 // The sunspot cycle's two shortest aliases on yearly data give the same likelihood, and
 // ResolvePeriodAliases maps both to the cycle, leaving the other parameters as they were.
 TEST(ResolvePeriodAliasesTest, AliasesOfTheSunspotCycleHaveOneLikelihood) {
-  const Dataset data = Load("sunspots_yearly.csv");
+  const Dataset data = LoadBundled("sunspots_yearly.csv");
   const GpModel model = Model(data, "C*PER*SE");
   ASSERT_EQ(model.free_names()[2], "PER.period");
   const double cycle = 10.33;
@@ -105,7 +102,7 @@ TEST(ResolvePeriodAliasesTest, AliasesOfTheSunspotCycleHaveOneLikelihood) {
 // likelihood. The given start sits at the alias 0.912 of the C*PER*SE optimum; the one prior
 // draw (seed chosen for it) ends lower, so the alias start wins.
 TEST(ResolvePeriodAliasesTest, FitEndingAtAnAliasReportsTheResolvedPeriod) {
-  const Dataset data = Load("sunspots_yearly.csv");
+  const Dataset data = LoadBundled("sunspots_yearly.csv");
   const GpModel model = Model(data, "C*PER*SE");
   FitOptions options;
   options.restarts = 1;
