@@ -10,7 +10,6 @@
 
 #include "Eigen/Eigenvalues"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/data_starts.h"
@@ -161,8 +160,9 @@ absl::StatusOr<std::vector<ProposalMode>> FindPosteriorModes(
   // L-BFGS as extra starts of one more fit (with one prior draw of a new seed).
   std::vector<StartPoint> second_starts;
   std::vector<int> period_index;
+  const std::vector<HyperparameterInfo> free_parameters = model.free_parameters();
   for (int i = 0; i < u; ++i) {
-    if (absl::EndsWith(names[i], ".period")) period_index.push_back(i);
+    if (free_parameters[i].IsPeriod()) period_index.push_back(i);
   }
   std::vector<BlockSwap> swaps;
   if (options.mirror_modes) {

@@ -85,6 +85,12 @@ absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::M
   return model;
 }
 
+std::vector<HyperparameterInfo> GpModel::free_parameters() const {
+  std::vector<HyperparameterInfo> free;
+  for (int i : free_index_) free.push_back(parameters_[i]);
+  return free;
+}
+
 std::vector<std::string> GpModel::free_names() const {
   std::vector<std::string> names;
   for (int i : free_index_) names.push_back(parameters_[i].name);

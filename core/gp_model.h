@@ -80,6 +80,7 @@ class GpModel {
   // u: free (not fixed) hyperparameters, noise included.
   int num_free() const { return static_cast<int>(free_index_.size()); }
   std::vector<std::string> free_names() const;
+  std::vector<HyperparameterInfo> free_parameters() const;  // in free-parameter order
   const std::vector<HyperparameterInfo>& parameters() const { return parameters_; }
   Eigen::VectorXd prior_mean() const;  // free parameters
   Eigen::VectorXd prior_sd() const;

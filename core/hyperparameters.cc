@@ -115,6 +115,9 @@ absl::StatusOr<std::vector<HyperparameterInfo>> DescribeHyperparameters(
       HyperparameterInfo info;
       info.name = absl::StrCat(labels[i], ".", names[p]);
       info.prior = DefaultPrior(leaves[i]->base, static_cast<int>(p));
+      info.base = leaves[i]->base;
+      info.active_dim = leaves[i]->active_dim;
+      info.parameter = names[p];
       params.push_back(info);
     }
   }

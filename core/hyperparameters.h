@@ -7,6 +7,7 @@
 #define GPSEL_CORE_HYPERPARAMETERS_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct HyperparameterInfo {
   NormalPrior prior;
   bool fixed = false;
   double fixed_raw = 0.0;     // raw value when fixed
+  // Where it sits, so that code need not parse `name`: its leaf's base kernel and input column
+  // (−1 = every column), and its own name in the leaf ("period"); unset/−1/empty for the noise.
+  std::optional<BaseKernel> base;
+  int active_dim = -1;
+  std::string parameter;
+  bool IsPeriod() const { return base == BaseKernel::kPER && parameter == "period"; }
 };
 
 // Names and priors for every parameter of `kernel` (canonical leaf order) followed by "noise",

@@ -3,11 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "core/hyperparameters.h"
 
 namespace gpsel {
@@ -51,21 +48,12 @@ double ResolvedPeriod(double period, double grid_step) {
 
 namespace {
 
-// The input column a free parameter named "PER….period" reads: the pinned one of "PER[c]…", or
-// column 0 of one-column data; −1 for any other parameter or an unpinned PER on several columns
-// (there the lag is a distance over all columns, not a multiple of one grid step).
-int PeriodColumn(const std::string& name, int columns) {
-  if (!absl::StartsWith(name, "PER") || !absl::EndsWith(name, ".period")) return -1;
-  if (name.size() > 3 && name[3] == '[') {
-    const size_t close = name.find(']');
-    int column = -1;
-    if (close == std::string::npos ||
-        !absl::SimpleAtoi(name.substr(4, close - 4), &column) || column < 0 ||
-        column >= columns) {
-      return -1;
-    }
-    return column;
-  }
+// The input column a PER period reads: its pinned column, or column 0 of one-column data; −1
+// for any other parameter or an unpinned PER on several columns (there the lag is a distance
+// over all columns, not a multiple of one grid step).
+int PeriodColumn(const HyperparameterInfo& parameter, int columns) {
+  if (!parameter.IsPeriod()) return -1;
+  if (parameter.active_dim >= 0) return parameter.active_dim < columns ? parameter.active_dim : -1;
   return columns == 1 ? 0 : -1;
 }
 
@@ -73,14 +61,14 @@ int PeriodColumn(const std::string& name, int columns) {
 
 std::optional<Eigen::VectorXd> ResolvePeriodAliases(const GpModel& model,
                                                     const Eigen::VectorXd& free_raw) {
-  const std::vector<std::string> names = model.free_names();
+  const std::vector<HyperparameterInfo> parameters = model.free_parameters();
   const Eigen::MatrixXd& x = model.x();
   std::vector<std::optional<double>> steps(x.cols());
   std::vector<bool> stepped(x.cols(), false);
   Eigen::VectorXd resolved = free_raw;
   bool moved = false;
-  for (int k = 0; k < free_raw.size() && k < static_cast<int>(names.size()); ++k) {
-    const int column = PeriodColumn(names[k], static_cast<int>(x.cols()));
+  for (int k = 0; k < free_raw.size() && k < static_cast<int>(parameters.size()); ++k) {
+    const int column = PeriodColumn(parameters[k], static_cast<int>(x.cols()));
     if (column < 0) continue;
     if (!stepped[column]) {
       steps[column] = GridStep(x.col(column));

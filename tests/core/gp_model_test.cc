@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/hyperparameters.h"
 #include "core/kernel_expr.h"
 
@@ -571,6 +572,35 @@ TEST(GpModelPriorTest, DefaultPriorsAreThePaperTable) {
     EXPECT_DOUBLE_EQ(mean(k), expected.at(names[k]).first) << names[k];
     EXPECT_DOUBLE_EQ(sd(k), expected.at(names[k]).second) << names[k];
   }
+}
+
+// Each free parameter says where it sits (leaf base kernel, pinned column, own name), matching
+// its printed name; only PER's period is a period, and a fixed parameter drops out.
+TEST(GpModelPriorTest, FreeParametersCarryTheirLeafAndColumn) {
+  Eigen::MatrixXd x(3, 2);
+  x << 0, 1, 1, 2, 2, 0;
+  const Eigen::VectorXd y = Eigen::Vector3d(0.1, -0.2, 0.3);
+  HyperparameterSettings settings;
+  settings.fixed_values["SE.lengthscale"] = 2.0;
+  absl::StatusOr<GpModel> model =
+      GpModel::Create(Kernel("SE*PER[1] + PER[0]"), x, y, settings);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<HyperparameterInfo> free = model->free_parameters();
+  ASSERT_EQ(free.size(), model->free_names().size());
+  std::vector<std::string> periods;
+  for (size_t k = 0; k < free.size(); ++k) {
+    EXPECT_EQ(free[k].name, model->free_names()[k]);
+    if (free[k].name == "noise") {
+      EXPECT_FALSE(free[k].base.has_value());
+      EXPECT_TRUE(free[k].parameter.empty());
+      continue;
+    }
+    ASSERT_TRUE(free[k].base.has_value()) << free[k].name;
+    EXPECT_EQ(free[k].name.substr(free[k].name.rfind('.') + 1), free[k].parameter);
+    if (free[k].IsPeriod()) periods.push_back(absl::StrCat(free[k].name, "@", free[k].active_dim));
+  }
+  EXPECT_THAT(periods, ::testing::UnorderedElementsAre("PER[0].period@0", "PER[1].period@1"));
+  EXPECT_EQ(free.size(), 4u + 1u);  // 2 PER × 2 and the noise; SE's one parameter is fixed
 }
 
 // ---------------------------------------------------------------------------------------------
