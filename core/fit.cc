@@ -566,14 +566,17 @@ absl::Status StatusOfCurrentException(const std::string& context) {
 // the winner's polish — so that several fits can put their starts into one batch.
 class FitRun {
  public:
-  FitRun(const GpModel& model, FitObjective objective, const FitOptions& options)
-      : model_(model), objective_(objective), options_(options), u_(model.num_free()),
+  // `prior_draws`: the random starts of this fit (options.restarts, or 0 for an MLL fit that
+  // follows the MAP fit's draws; FitOptions::share_prior_draws).
+  FitRun(const GpModel& model, FitObjective objective, const FitOptions& options, int prior_draws)
+      : model_(model), objective_(objective), options_(options), prior_draws_(prior_draws),
+        u_(model.num_free()),
         mean_(model.prior_mean()), sd_(model.prior_sd()),
         lower_(Eigen::VectorXd::Constant(u_, options.raw_lower_bound)),
         upper_(Eigen::VectorXd::Constant(u_, options.raw_upper_bound)),
         lower_log_(LogScaleFromRaw(lower_)), upper_log_(LogScaleFromRaw(upper_)),
         extra_starts_(ExtraStartsFor(options, objective)),
-        total_starts_(options.restarts + static_cast<int>(extra_starts_.size())),
+        total_starts_(prior_draws + static_cast<int>(extra_starts_.size())),
         stage_(objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit") {
     param_.m = 10;
     // LBFGSpp's own test, absolute only: NegativeObjective applies the (never stricter)
@@ -615,14 +618,14 @@ class FitRun {
     Progress p{stage_,
                fraction_offset_ + fraction_scale_ * static_cast<double>(start) / total_starts_,
                absl::StrCat("start ", start + 1, "/", total_starts_)};
-    if (start < options_.restarts) {
+    if (start < prior_draws_) {
       std::mt19937_64 rng(MixSeed(options_.seed, static_cast<uint64_t>(objective_), start));
       std::normal_distribution<double> normal(0.0, 1.0);
       Eigen::VectorXd x(u_);
       for (int k = 0; k < u_; ++k) x(k) = mean_(k) + sd_(k) * normal(rng);
       return RunFrom(std::move(x), StartKind::kPriorDraw, "", p, report);
     }
-    const StartPoint& extra = *extra_starts_[start - options_.restarts];
+    const StartPoint& extra = *extra_starts_[start - prior_draws_];
     return RunFrom(extra.raw, extra.kind, extra.origin, p, report);
   }
 
@@ -836,6 +839,7 @@ class FitRun {
   const GpModel& model_;
   const FitObjective objective_;
   const FitOptions& options_;
+  const int prior_draws_;
   const int u_;
   const Eigen::VectorXd mean_, sd_, lower_, upper_;
   const Eigen::VectorXd lower_log_, upper_log_;  // the box in L-BFGS-B's t = log softplus(r)
@@ -885,8 +889,15 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     const ProgressCallback& progress) {
   std::vector<std::unique_ptr<FitRun>> runs;
   int grand_total = 0;
+  const bool both = std::count(objectives.begin(), objectives.end(),
+                               FitObjective::kMaximumLikelihood) == 1 &&
+                    std::count(objectives.begin(), objectives.end(),
+                               FitObjective::kMaximumAPosteriori) == 1;
+  const bool follow = options.share_prior_draws && options.cross_seed && both;
   for (FitObjective objective : objectives) {
-    runs.push_back(std::make_unique<FitRun>(model, objective, options));
+    const bool follower = follow && objective == FitObjective::kMaximumLikelihood;
+    runs.push_back(
+        std::make_unique<FitRun>(model, objective, options, follower ? 0 : options.restarts));
     if (absl::Status s = runs.back()->Validate(); !s.ok()) return s;
     grand_total += runs.back()->total_starts();
   }
@@ -935,15 +946,47 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     if (absl::Status s = first_error(); !s.ok()) return s;
   }
 
+  int mll = -1, map = -1;
+  for (size_t r = 0; r < num_runs; ++r) {
+    (runs[r]->objective() == FitObjective::kMaximumLikelihood ? mll : map) = static_cast<int>(r);
+  }
+
+  // 1b. With shared prior draws (FitOptions::share_prior_draws) the MLL fit continues from each
+  // distinct end point of the MAP fit's draws: the draws explore once, and from a MAP optimum
+  // the MLL optimum of the same basin is a short climb (the two objectives differ by the log
+  // prior alone). End points within kSameOptimumNats under the MAP objective count as one.
+  if (follow) {
+    std::vector<std::pair<Eigen::VectorXd, std::string>> points;
+    std::vector<double> values;
+    for (size_t k = 0; k < outcomes[map].size(); ++k) {
+      const StartOutcome& draw = outcomes[map][k];
+      if (!draw.ok || draw.kind != StartKind::kPriorDraw) continue;
+      if (std::any_of(values.begin(), values.end(), [&](double v) {
+            return std::abs(v - draw.value) <= kSameOptimumNats;
+          })) {
+        continue;
+      }
+      values.push_back(draw.value);
+      points.emplace_back(draw.raw, absl::StrCat("MAP start ", k, "'s end point"));
+    }
+    const size_t first = outcomes[mll].size();
+    outcomes[mll].resize(first + points.size());
+    std::vector<std::function<void()>> tasks;
+    for (size_t k = 0; k < points.size(); ++k) {
+      tasks.push_back([&, k] {
+        outcomes[mll][first + k] =
+            runs[mll]->RunCrossStart(points[k].first, points[k].second, report);
+      });
+    }
+    RunTasks(pool, tasks);
+    if (absl::Status s = first_error(); !s.ok()) return s;
+  }
+
   // 2. Cross-seeding (MLL and MAP fitted together): every end point of the other fit is worth
   // this objective's value there at the price of a log prior; a fit beaten at such a point
   // starts once more from the best of them. MLL's and MAP's optima are then within one start of
   // each other's basins, which random draws alone often miss (a MAP fit in a short-lengthscale
   // basin whose likelihood is far above the MLL fit's smooth-trend optimum, say).
-  int mll = -1, map = -1;
-  for (size_t r = 0; r < num_runs; ++r) {
-    (runs[r]->objective() == FitObjective::kMaximumLikelihood ? mll : map) = static_cast<int>(r);
-  }
   const bool cross = options.cross_seed && mll >= 0 && map >= 0;
   if (cross) {
     std::vector<std::function<void()>> tasks;

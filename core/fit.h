@@ -78,6 +78,13 @@ struct FitOptions {
   // point is also evaluated under the other objective, and a fit whose best start is beaten
   // there (or by the other fit's optimum) is started again from that point.
   bool cross_seed = true;
+  // With both fits made together (and cross_seed): the `restarts` prior draws are fitted once,
+  // under the MAP objective, and the MLL fit, instead of drawing its own, continues from each
+  // distinct end point of theirs (within kSameOptimumNats under MAP counts as one), besides its
+  // extra starts. Off by default; ScoreKernel turns it on for kernels without a period, where
+  // it lost no optimum on the bundled series and halves the prior-draw work, and leaves it off
+  // with a period, where it did lose (bench/RESULTS.md, "Shared prior draws").
+  bool share_prior_draws = false;
   absl::Status Validate() const;
 };
 
@@ -89,7 +96,7 @@ struct FitResult {
   double log_prior = 0.0;                 // log p(θ̂)
   double objective_value = 0.0;           // the maximised objective
   int best_restart = 0;                   // which start won (index over all starts below)
-  int starts = 0;                         // restarts + extra starts + cross-seeded starts
+  int starts = 0;                         // prior draws + extra + cross-seeded/following starts
   int successful_restarts = 0;            // starts that produced a finite optimum
   // Starts whose end point came within kSameOptimumNats of the optimum: 1 means only one start
   // found it, and a better one may exist elsewhere.

@@ -400,6 +400,11 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
 
   const bool make_mll = need_mll && !score.mll_fit, make_map = need_map && !score.map_fit;
   FitOptions fit_options = options.fit;
+  const bool periodic = ContainsBaseKernel(kernel, BaseKernel::kPER);
+  // Without a period the MLL fit follows the MAP fit's prior draws (FitOptions::
+  // share_prior_draws): on the bundled series no such kernel lost an optimum that way, while
+  // periodic kernels did, their period landscape being rugged enough that every draw counts.
+  fit_options.share_prior_draws = !periodic;
   if ((make_mll || make_map) && model->num_free() > 0) {
     if (options.data_informed_starts) {
       // With both fits, the MLL fit alone takes them when the kernel has no period: every MLL
@@ -410,8 +415,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       // the one cross-seeded start, from the MLL end point best under the MAP objective, ended
       // 72.8 nats below it (RQ + PER*SE: 24.0; bench/RESULTS.md, "Data-informed starts for
       // periodic kernels").
-      const bool mll_only = make_mll && make_map && fit_options.cross_seed &&
-                            !ContainsBaseKernel(kernel, BaseKernel::kPER);
+      const bool mll_only = make_mll && make_map && fit_options.cross_seed && !periodic;
       for (StartPoint& start : DataInformedStarts(*model)) {
         if (mll_only) start.only_for = FitObjective::kMaximumLikelihood;
         fit_options.extra_starts.push_back(std::move(start));
