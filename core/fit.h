@@ -3,7 +3,8 @@
 // draws of the prior and from given points (data-informed, a contained kernel's optimum, ...). Two
 // objectives (README "Conventions"): the MLL fit maximises log p(y|θ); the MAP fit maximises
 // log p(y|θ) + log p(θ). Fitted together, each fit is also started from the other's optimum, so
-// that MLL ≥ log p(y|θ̂_MAP) and MAP ≥ log p(y|θ̂_MLL) + log p(θ̂_MLL) hold exactly.
+// that MLL ≥ log p(y|θ̂_MAP) and MAP ≥ log p(y|θ̂_MLL) + log p(θ̂_MLL) hold exactly; and they may
+// share the prior draws (FitOptions::share_prior_draws).
 #ifndef GPSEL_CORE_FIT_H_
 #define GPSEL_CORE_FIT_H_
 
