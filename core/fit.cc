@@ -601,7 +601,6 @@ class FitRun {
     return absl::OkStatus();
   }
 
-  FitObjective objective() const { return objective_; }
   int total_starts() const { return total_starts_; }
 
   // Progress fractions of this fit's starts are mapped to [offset, offset + scale] (several
@@ -887,13 +886,15 @@ absl::Status AdoptOtherOptimum(const FitRun& run, const FitResult& other, FitRes
 absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     const GpModel& model, const std::vector<FitObjective>& objectives, const FitOptions& options,
     const ProgressCallback& progress) {
+  // Which run is which objective's (−1 when absent): cross-seeding and shared draws need both.
+  int mll = -1, map = -1;
+  for (size_t r = 0; r < objectives.size(); ++r) {
+    (objectives[r] == FitObjective::kMaximumLikelihood ? mll : map) = static_cast<int>(r);
+  }
+  const bool cross = options.cross_seed && mll >= 0 && map >= 0;
+  const bool follow = cross && options.share_prior_draws;
   std::vector<std::unique_ptr<FitRun>> runs;
   int grand_total = 0;
-  const bool both = std::count(objectives.begin(), objectives.end(),
-                               FitObjective::kMaximumLikelihood) == 1 &&
-                    std::count(objectives.begin(), objectives.end(),
-                               FitObjective::kMaximumAPosteriori) == 1;
-  const bool follow = options.share_prior_draws && options.cross_seed && both;
   for (FitObjective objective : objectives) {
     const bool follower = follow && objective == FitObjective::kMaximumLikelihood;
     runs.push_back(
@@ -946,11 +947,6 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     if (absl::Status s = first_error(); !s.ok()) return s;
   }
 
-  int mll = -1, map = -1;
-  for (size_t r = 0; r < num_runs; ++r) {
-    (runs[r]->objective() == FitObjective::kMaximumLikelihood ? mll : map) = static_cast<int>(r);
-  }
-
   // 1b. With shared prior draws (FitOptions::share_prior_draws) the MLL fit continues from each
   // distinct end point of the MAP fit's draws: the draws explore once, and from a MAP optimum
   // the MLL optimum of the same basin is a short climb (the two objectives differ by the log
@@ -987,7 +983,6 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
   // starts once more from the best of them. MLL's and MAP's optima are then within one start of
   // each other's basins, which random draws alone often miss (a MAP fit in a short-lengthscale
   // basin whose likelihood is far above the MLL fit's smooth-trend optimum, say).
-  const bool cross = options.cross_seed && mll >= 0 && map >= 0;
   if (cross) {
     std::vector<std::function<void()>> tasks;
     for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
