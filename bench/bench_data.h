@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/dataset.h"
+#include "gpsel/core/dataset.h"
 
 namespace gpsel::bench {
 

@@ -4,7 +4,7 @@ gpsel-server against two (or three) sharing one job store (PostgreSQL), each ser
 job worker.
   --kind evidence: `gpsel evidence --server ... --runs K`, each nested-sampling run a task;
   --kind search:   `gpsel search --server ... --job`, each step's candidates tasks.
-Any replica's worker may take a task (store/job_store.h "Tasks"), so two replicas should take
+Any replica's worker may take a task (server/store/job_store.h "Tasks"), so two replicas should take
 about half the time (goals: <= 0.6x with two, <= 0.45x with three). The job asks for --threads
 1 (default here): a replica's job worker then runs one task at a time, as a one-core replica
 would; with more threads the job's own worker runs that many of its tasks at once while no other

@@ -26,12 +26,12 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_format.h"
-#include "core/dataset.h"
-#include "core/evidence.h"
-#include "core/kernel_expr.h"
-#include "core/linalg.h"
-#include "core/nested_sampling.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/evidence.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/nested_sampling.h"
+#include "gpsel/core/score.h"
 
 namespace {
 

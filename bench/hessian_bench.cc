@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "bench_data.h"
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/kernel_expr.h"
-#include "core/linalg.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/linalg.h"
 
 int main(int argc, char** argv) {
   std::string kernel_text = "C*SE", data_path;

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
-#include "core/linalg.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/score.h"
 
 #ifndef GPSEL_DATA_DIR
 #define GPSEL_DATA_DIR "data"

@@ -14,14 +14,14 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_data.h"
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/linalg.h"
-#include "core/memory_estimate.h"
-#include "core/predict.h"
-#include "core/score.h"
-#include "core/search.h"
-#include "core/time_estimate.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/memory_estimate.h"
+#include "gpsel/core/predict.h"
+#include "gpsel/core/score.h"
+#include "gpsel/core/search.h"
+#include "gpsel/core/time_estimate.h"
 
 int main(int argc, char** argv) {
   std::string kind = "score", kernel_text = "C*SE", data_path;

@@ -8,8 +8,8 @@
 
 #include "Eigen/Dense"
 #include "benchmark/benchmark.h"
-#include "core/nested_sampling.h"
-#include "core/linalg.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/nested_sampling.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
 
 namespace {
 

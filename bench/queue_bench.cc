@@ -1,11 +1,11 @@
 // Job-queue throughput (issue #17 item 6): how many tiny jobs per second W concurrent workers
-// claim and complete through the JobStore (store/job_store.h), on PostgreSQL or SQLite. This is
+// claim and complete through the JobStore (server/store/job_store.h), on PostgreSQL or SQLite. This is
 // the queue's own ceiling — the rate at which it can hand out work — not that of any real job.
 //
 // Each round: PurgeFinished(0) (so every round starts from an empty table), Submit --jobs jobs
 // of --bytes bytes from W threads, then W threads loop Claim + Complete (result of --bytes bytes)
 // until Claim finds nothing. With --tasks the work is instead --jobs tasks of one RUNNING parent
-// job (store/job_store.h "Tasks": SubmitTasks in batches of up to kMaxTasksPerBatch, one
+// job (server/store/job_store.h "Tasks": SubmitTasks in batches of up to kMaxTasksPerBatch, one
 // transaction each, as an evidence job's runs or a search step's candidates would be), which
 // Claim hands out before jobs; "submit/s" is then tasks written per second. A thread either opens its own store (--per-worker-store, as W
 // replicas or processes would: each PostgreSQL store has its own connections) or all share one
@@ -29,7 +29,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "store/job_store.h"
+#include "gpsel/server/store/job_store.h"
 
 namespace {
 

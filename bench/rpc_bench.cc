@@ -21,11 +21,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/client.h"
-#include "core/score.h"
-#include "bridge/convert.h"
-#include "service/server.h"
-#include "core/linalg.h"
+#include "gpsel/client/client.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/score.h"
+#include "gpsel/proto/bridge/convert.h"
+#include "gpsel/server/service/server.h"
 
 namespace {
 

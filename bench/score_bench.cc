@@ -33,14 +33,14 @@
 
 #include <Eigen/Dense>
 
-#include "core/dataset.h"
-#include "core/fit.h"
-#include "core/gp_model.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_evaluator.h"
-#include "core/kernel_expr.h"
-#include "core/linalg.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/internal/kernel_evaluator.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/score.h"
 
 extern "C" {
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);

@@ -14,11 +14,11 @@
 #include <benchmark/benchmark.h>
 #include <Eigen/Dense>
 
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/kernel_expr.h"
-#include "core/search.h"
-#include "core/linalg.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/linalg.h"
+#include "gpsel/core/search.h"
 
 namespace gpsel {
 namespace {

@@ -5,7 +5,7 @@ every --kill-every seconds (restarted on the same ports and store), then a bound
 checks: latency and throughput per RPC, status codes, RSS over time, and every evidence job
 finished exactly once.
 
-Python with Debian's python3-grpcio and no generated code, like tests/server/python_interop.py:
+Python with Debian's python3-grpcio and no generated code, like tests/server/service/python_interop.py:
 the message classes come from the descriptor set the build writes. A separate process (not the
 C++ client library) keeps the load generator's own CPU and memory out of the replicas' figures
 and lets it own the replicas' processes (kill -9, restart, /proc sampling) in one place.
@@ -31,7 +31,7 @@ import urllib.request
 
 import grpc
 
-# The message classes come from tests/server/descriptor_messages.py, shared with python_interop.py.
+# The message classes come from tests/server/service/descriptor_messages.py, shared with python_interop.py.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/server"))
 from descriptor_messages import load_messages  # noqa: E402  (needs the path above)
 
@@ -364,7 +364,7 @@ class Soak:
             req.options.live_points = 150
             req.options.dlogz = 0.1
             req.options.max_seconds = 60
-        else:  # about a tenth of a second alone (tests/server/scale_out_test.cc's ShortRequest)
+        else:  # about a tenth of a second alone (tests/server/service/scale_out_test.cc's ShortRequest)
             self._fill(req.dataset, "linear")
             req.kernel = "SE"
             req.options.live_points = 60
@@ -476,7 +476,7 @@ class Soak:
             k += 1
             r = self.replicas[victim]
             # Wait (boundedly) until the victim runs an evidence job, so that the kill leaves a
-            # job behind whose lease must expire and be taken over (jobs/job_runner.cc).
+            # job behind whose lease must expire and be taken over (server/jobs/job_runner.cc).
             busy, held = False, []
             wait_until = time.time() + self.args.busy_wait
             while not busy and time.time() < wait_until and not self.stop_load.is_set():
@@ -510,7 +510,7 @@ class Soak:
 
     def jobs_held_by(self, pid):
         """Jobs (not asked to cancel) that replica process `pid` has run for over a second, from the
-        shared store as an operator would (worker ids are HOST-PID-wN, jobs/job_runner.cc; the
+        shared store as an operator would (worker ids are HOST-PID-wN, server/jobs/job_runner.cc; the
         proto's Job has no lease owner). None without psql."""
         if self.psql is None or pid is None:
             return None
@@ -724,7 +724,7 @@ class Soak:
     def killed_jobs_outcome(self, listings):
         """What became of each job a replica was running when it was killed: taken over (a later
         attempt finished it), or cancelled by the claim that found its lease expired with a
-        cancel request (jobs keep their attempt count then, store/job_store.h)."""
+        cancel request (jobs keep their attempt count then, server/store/job_store.h)."""
         final = {}
         for listing in listings:
             for job in listing or []:
@@ -779,7 +779,7 @@ class Soak:
                          if j.request_id not in self.jobs)
         # Finish events, from the replicas' own counters: each successful publication (a fenced
         # store Complete that changed the row) counts once in gpsel_jobs_finished_total
-        # {outcome="succeeded"} of the process that made it (jobs/job_runner.cc). Summed over
+        # {outcome="succeeded"} of the process that made it (server/jobs/job_runner.cc). Summed over
         # incarnations (last scrape of each; a kill -9 loses only what finished after it) it can
         # fall short of the SUCCEEDED jobs, but more would mean a job published twice.
         events = collections.Counter()

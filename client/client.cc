@@ -1,5 +1,5 @@
 // gpsel::Client; see client.h.
-#include "client/client.h"
+#include "gpsel/client/client.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bridge/convert.h"
+#include "gpsel/proto/bridge/convert.h"
 
 namespace gpsel {
 namespace {

@@ -8,15 +8,16 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(GPSEL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpsel)
-# Headers keep the paths the sources use ("core/fit.h", "gpsel/v1/types.pb.h") below one root,
-# include/gpsel, which is the INSTALL_INTERFACE of gpsel_include_root and of gpsel_proto.
+# Headers keep the paths the sources use: "gpsel/core/fit.h" below include/ (the INSTALL_INTERFACE
+# of gpsel_include_root), protoc's "gpsel/v1/types.pb.h" below include/gpsel/proto/gen (that of
+# gpsel_proto). core/internal/ is not installed: nothing outside core includes it.
 set(GPSEL_INSTALL_HEADERDIR ${CMAKE_INSTALL_INCLUDEDIR}/gpsel)
 
 set(gpsel_exported gpsel_core)
 set(gpsel_header_folders core)
 if(TARGET gpsel_client)
   list(APPEND gpsel_exported gpsel_proto gpsel_bridge gpsel_client)
-  list(APPEND gpsel_header_folders bridge client)
+  list(APPEND gpsel_header_folders proto/bridge client)
 endif()
 foreach(target IN LISTS gpsel_exported)
   string(REGEX REPLACE "^gpsel_" "" name ${target})
@@ -41,12 +42,13 @@ install(TARGETS ${gpsel_exported} EXPORT gpselTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(folder IN LISTS gpsel_header_folders)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/
-    DESTINATION ${GPSEL_INSTALL_HEADERDIR}/${folder} FILES_MATCHING PATTERN "*.h")
+  # The folder's own headers only: core/internal/ and client/{cli,report}/ stay in the tree.
+  file(GLOB headers ${PROJECT_SOURCE_DIR}/${folder}/*.h)
+  install(FILES ${headers} DESTINATION ${GPSEL_INSTALL_HEADERDIR}/${folder})
 endforeach()
 if(TARGET gpsel_proto)
   # protoc's headers (gpsel/v1, google/rpc, grpc/health/v1), generated in proto/CMakeLists.txt.
-  install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/ DESTINATION ${GPSEL_INSTALL_HEADERDIR}
+  install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/ DESTINATION ${GPSEL_INSTALL_HEADERDIR}/proto/gen
     FILES_MATCHING PATTERN "*.h")
 endif()
 

@@ -1,6 +1,6 @@
 // Input geometry, the generalised Lomb–Scargle periodogram, a smooth's noise level and the auto
 // x scale (see core/data_heuristics.h for the definitions).
-#include "core/data_heuristics.h"
+#include "gpsel/core/data_heuristics.h"
 
 #include <algorithm>
 #include <cmath>

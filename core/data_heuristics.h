@@ -1,6 +1,6 @@
 // What the data says about its own scales, before any fit: the geometry of an input column, the
 // periodogram of y, the noise level left by a local smooth, and the factor --scale-x auto divides
-// x by. Data-informed starts (core/data_starts.h) and x scaling (core/score.h) are made of these.
+// x by. Data-informed starts (core/internal/data_starts.h) and x scaling (core/score.h) are made of these.
 #ifndef GPSEL_CORE_DATA_HEURISTICS_H_
 #define GPSEL_CORE_DATA_HEURISTICS_H_
 

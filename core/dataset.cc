@@ -1,5 +1,5 @@
 // CSV loading (absl::StrSplit + absl::SimpleAtod), dataset validation and standardisation.
-#include "core/dataset.h"
+#include "gpsel/core/dataset.h"
 
 #include <cmath>
 #include <fstream>

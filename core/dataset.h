@@ -23,7 +23,7 @@ struct Dataset {
 };
 
 // Points n of one dataset by default: the in-process CLI's limit and gpsel-server's --max-points
-// default (bridge/validation.h ServiceLimits), one constant so that the two agree. At n = 10,000
+// default (server/validation/validation.h ServiceLimits), one constant so that the two agree. At n = 10,000
 // the exact Hessian alone holds about 4 n² doubles = 3.2 GB and one likelihood evaluation takes
 // about 25 s (core/time_estimate.h), so a score takes hours: more is an operator's choice.
 inline constexpr int kDefaultMaxPoints = 10000;

@@ -1,6 +1,6 @@
 // GP log evidence: the GP likelihood plugged into nested sampling, or into importance sampling
 // from the Laplace approximations of the posterior modes that a mode search finds.
-#include "core/evidence.h"
+#include "gpsel/core/evidence.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,10 +12,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/data_starts.h"
-#include "core/fit.h"
-#include "core/instrumentation.h"
-#include "core/prepared_model.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/instrumentation.h"
+#include "gpsel/core/internal/data_starts.h"
+#include "gpsel/core/internal/prepared_model.h"
 
 namespace gpsel {
 

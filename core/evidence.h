@@ -23,14 +23,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/hyperparameters.h"
-#include "core/importance_sampling.h"
-#include "core/kernel_expr.h"
-#include "core/nested_sampling.h"
-#include "core/progress.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/importance_sampling.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/nested_sampling.h"
+#include "gpsel/core/progress.h"
+#include "gpsel/core/score.h"
 
 namespace gpsel {
 
@@ -66,7 +66,7 @@ struct ModeSearchOptions {
 // be what ComputeEvidence gives for the same data and kernel with method kNested, one run, and
 // seed NestedSamplingRunSeed(sampling.seed, k) — so the merged result is the in-process one, bit
 // for bit, whoever ran which run. gpsel-server hands each run to the job store as a task that
-// any worker of any replica may take (jobs/evidence_job.cc). `progress` takes the runs' overall
+// any worker of any replica may take (server/jobs/evidence_job.cc). `progress` takes the runs' overall
 // progress and answers with cancellation, as for ComputeEvidence.
 using NestedRunsExecutor = std::function<absl::StatusOr<std::vector<NestedSamplingResult>>(
     int num_runs, const ProgressCallback& progress)>;

@@ -1,6 +1,6 @@
 // Hyperparameter fitting with LBFGSpp's L-BFGS-B (box-bounded, in log natural values) and prior
 // restarts.
-#include "core/fit.h"
+#include "gpsel/core/fit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,10 +18,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/hyperparameters.h"
-#include "core/instrumentation.h"
-#include "core/period_alias.h"
-#include "core/thread_pool.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/instrumentation.h"
+#include "gpsel/core/internal/period_alias.h"
+#include "gpsel/core/internal/thread_pool.h"
 
 namespace gpsel {
 
@@ -72,8 +72,8 @@ bool MeetsGradientTolerance(const Eigen::VectorXd& raw, const Eigen::VectorXd& g
 }
 
 // Nats by which the resolved period alias of a winner may fall below it and still replace it:
-// the two likelihoods are equal in exact arithmetic on an exact grid (core/period_alias.h); they
-// round differently (7e-13 nats on the 309 yearly sunspots, tests/core/period_alias_test.cc),
+// the two likelihoods are equal in exact arithmetic on an exact grid (core/internal/period_alias.h); they
+// round differently (7e-13 nats on the 309 yearly sunspots, tests/core/internal/period_alias_test.cc),
 // and dates written to a few decimals lie on their grid only to 1e-4 of a step.
 constexpr double kAliasTolerance = 1e-6;
 
@@ -682,7 +682,7 @@ class FitRun {
           stage_, ": no start produced a finite likelihood (covariance never positive definite)"));
     }
     // A period shorter than two grid steps is a reflection of the one the data resolve, with the
-    // same likelihood (core/period_alias.h): the winner moves there when the objective does not
+    // same likelihood (core/internal/period_alias.h): the winner moves there when the objective does not
     // drop, so that yearly sunspots report 10.3 years and not the equally likely 0.91. The
     // tolerance covers the rounding of the two equal likelihoods, summed differently; the prior
     // (MAP) can make the resolved alias better, or worse, and then it stays.

@@ -19,19 +19,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/gp_model.h"
-#include "core/progress.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/progress.h"
 
 namespace gpsel {
 
-class ThreadPool;  // core/thread_pool.h
+class ThreadPool;  // core/internal/thread_pool.h
 
 enum class FitObjective { kMaximumLikelihood, kMaximumAPosteriori };
 
 // Where a start's point came from; reported for the winning start.
 enum class StartKind {
   kPriorDraw,     // a random draw from the prior (FitOptions::restarts of them)
-  kDataInformed,  // lengthscales, periods and noise read off the data (core/data_starts.h)
+  kDataInformed,  // lengthscales, periods and noise read off the data (core/internal/data_starts.h)
   kNestedParent,  // a contained kernel's optimum, the extra part switched off
   kCrossSeeded,   // the other objective's optimum (MLL from MAP and vice versa)
   kGiven,         // any other caller-supplied point

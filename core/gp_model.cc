@@ -1,14 +1,14 @@
 // GpModel: exact log marginal likelihood, gradient and Hessian in raw hyperparameter space.
-#include "core/gp_model.h"
+#include "gpsel/core/gp_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/instrumentation.h"
-#include "core/kernel_evaluator.h"
-#include "core/linalg.h"
+#include "gpsel/core/instrumentation.h"
+#include "gpsel/core/internal/kernel_evaluator.h"
+#include "gpsel/core/linalg.h"
 
 namespace gpsel {
 

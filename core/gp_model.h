@@ -20,9 +20,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_expr.h"
-#include "core/progress.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/progress.h"
 
 namespace gpsel {
 

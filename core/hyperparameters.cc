@@ -1,5 +1,5 @@
 // Softplus transform, the paper's default priors and the naming of hyperparameters.
-#include "core/hyperparameters.h"
+#include "gpsel/core/hyperparameters.h"
 
 #include <cmath>
 #include <set>

@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/kernel_expr.h"
+#include "gpsel/core/kernel_expr.h"
 
 namespace gpsel {
 

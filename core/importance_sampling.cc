@@ -1,6 +1,6 @@
 // Importance-sampling evidence with a defensive Student-t mixture proposal, and the Pareto k̂
 // diagnostic of its weights (see core/importance_sampling.h for the estimator).
-#include "core/importance_sampling.h"
+#include "gpsel/core/importance_sampling.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,8 +14,8 @@
 #include "Eigen/Cholesky"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/ellipsoid.h"
-#include "core/thread_pool.h"
+#include "gpsel/core/internal/ellipsoid.h"
+#include "gpsel/core/internal/thread_pool.h"
 
 namespace gpsel {
 

@@ -37,8 +37,8 @@
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/nested_sampling.h"
-#include "core/progress.h"
+#include "gpsel/core/nested_sampling.h"
+#include "gpsel/core/progress.h"
 
 namespace gpsel {
 

@@ -1,5 +1,5 @@
 // The process-wide CoreObserver pointer; see instrumentation.h.
-#include "core/instrumentation.h"
+#include "gpsel/core/instrumentation.h"
 
 namespace gpsel {
 namespace internal {

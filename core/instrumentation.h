@@ -1,6 +1,6 @@
 // CoreObserver: how the numerical core reports what it does (fits, likelihood evaluations,
 // nested-sampling likelihood calls) without depending on any metrics library. The service
-// installs one (metrics/core_metrics.h turns the calls into Prometheus metrics); with none
+// installs one (server/metrics/core_metrics.h turns the calls into Prometheus metrics); with none
 // installed every hook is one atomic pointer load.
 //
 //   class Counting : public gpsel::CoreObserver { ... };

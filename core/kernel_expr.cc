@@ -9,7 +9,7 @@
 // alphabetically by canonical name, then by active dimension (-1 first); composites by their
 // operand lists, lexicographically. This makes canonical text read like "LIN[1]*SE+SE" and
 // "LIN*(MAT32+SE)".
-#include "core/kernel_expr.h"
+#include "gpsel/core/kernel_expr.h"
 
 #include <algorithm>
 #include <cstdint>

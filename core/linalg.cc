@@ -1,6 +1,6 @@
 // LAPACK-backed SPD factorisation (dpotrf/dpotrs, and dtrmm/dtrtri/dlauum for the inverse) from
 // OpenBLAS (Debian's pthread build, pinned to one thread per call).
-#include "core/linalg.h"
+#include "gpsel/core/linalg.h"
 
 #include <malloc.h>
 

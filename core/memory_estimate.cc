@@ -1,13 +1,13 @@
 // Peak-memory estimates; see memory_estimate.h. The counts of n×n matrices follow the code they
 // describe (core/gp_model.cc, core/predict.cc, core/nested_sampling.cc); the constants were
 // checked against /usr/bin/time -v by bench/memory_estimate.sh (bench/RESULTS.md).
-#include "core/memory_estimate.h"
+#include "gpsel/core/memory_estimate.h"
 
 #include <algorithm>
 #include <set>
 
 #include "absl/strings/str_format.h"
-#include "core/gp_model.h"
+#include "gpsel/core/gp_model.h"
 
 namespace gpsel {
 namespace {

@@ -62,7 +62,7 @@
 //   round runs on its own stream, seeded from the run's stream in order; candidates are examined
 //   and their calls counted in slot order. So the numbers depend on the seed and B, never on the
 //   thread count.
-#include "core/nested_sampling.h"
+#include "gpsel/core/nested_sampling.h"
 
 #include <algorithm>
 #include <atomic>
@@ -79,8 +79,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/ellipsoid.h"
-#include "core/thread_pool.h"
+#include "gpsel/core/internal/ellipsoid.h"
+#include "gpsel/core/internal/thread_pool.h"
 
 namespace gpsel {
 namespace ns_internal {

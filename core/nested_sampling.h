@@ -28,7 +28,7 @@
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/progress.h"
+#include "gpsel/core/progress.h"
 
 namespace gpsel {
 

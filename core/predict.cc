@@ -1,7 +1,7 @@
 // FitAndPredict and Predict; see predict.h. The predictive follows the standard GP equations
 // (the paper's Sec. 2): mean k*ᵀ K⁻¹ y, variance k(x*, x*) − k*ᵀ K⁻¹ k*, with K = K_f + σ²I
 // factorised once and k* formed one block of new inputs at a time.
-#include "core/predict.h"
+#include "gpsel/core/predict.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/hyperparameters.h"
-#include "core/linalg.h"
-#include "core/prepared_model.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/linalg.h"
 
 namespace gpsel {
 

@@ -15,11 +15,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/dataset.h"
-#include "core/fit.h"
-#include "core/kernel_expr.h"
-#include "core/progress.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/progress.h"
+#include "gpsel/core/score.h"
 
 namespace gpsel {
 

@@ -1,5 +1,5 @@
 // ProgressClock: elapsed time and a linear time-left estimate per phase; see progress_clock.h.
-#include "core/progress_clock.h"
+#include "gpsel/core/progress_clock.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // The paper's metrics (MLL, MAP, AIC, BIC, Lap, Lap0, LapAIC, LapBIC, LapBIC½) for one kernel,
 // and Laplace diagnostics.
-#include "core/score.h"
+#include "gpsel/core/score.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,12 +17,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "core/data_heuristics.h"
-#include "core/data_starts.h"
-#include "core/gp_model.h"
-#include "core/prepared_model.h"
-#include "core/linalg.h"
-#include "core/nested_embedding.h"
+#include "gpsel/core/data_heuristics.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/internal/data_starts.h"
+#include "gpsel/core/internal/nested_embedding.h"
+#include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/linalg.h"
 
 namespace gpsel {
 
@@ -257,7 +257,7 @@ LaplaceDiagnostics::ClampedDirection DescribeDirection(double eigenvalue,
 std::string FormatLaplaceRName(double r) { return absl::StrFormat("lap_r=%g", r); }
 
 // The optima of the contained kernels in options.nested_parents, embedded into `model`'s
-// parameters with the extra part switched off (core/nested_embedding.h), as starts of the fit of
+// parameters with the extra part switched off (core/internal/nested_embedding.h), as starts of the fit of
 // the same objective. A parent scored on another number of points or with y scaled otherwise
 // is skipped: its raw optimum would be a point of another likelihood (a caller's mistake, or a
 // ScoreRequest's nested_parents from elsewhere), so starting there would only cost time.

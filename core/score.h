@@ -25,11 +25,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/dataset.h"
-#include "core/fit.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_expr.h"
-#include "core/progress.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/progress.h"
 
 namespace gpsel {
 
@@ -68,7 +68,7 @@ absl::StatusOr<XScaling> ParseXScaling(std::string_view text, std::string_view f
 struct KernelScore;
 
 // A kernel scored earlier on the same data with the same options: when it is contained in the
-// kernel being scored (core/nested_embedding.h), its optima, embedded with the extra part
+// kernel being scored (core/internal/nested_embedding.h), its optima, embedded with the extra part
 // switched off, are starts of the larger kernel's fits (MLL from MLL, MAP from MAP). They are
 // extra starts: the prior draws and data-informed starts stay, so the larger kernel's optimum
 // is the best of more starts, never of fewer. Shared rather than pointed to, so that options
@@ -92,7 +92,7 @@ struct ScoreOptions {
   bool standardize = true;             // standardise y before fitting (priors assume it)
   XScaling scale_x;                    // how x is scaled before modelling (default: not at all)
   // Data-informed starts besides the prior draws: two, four for a kernel with a period
-  // (core/data_starts.h).
+  // (core/internal/data_starts.h).
   bool data_informed_starts = true;
   // Kernels already scored on this data with these options (e.g. a search's kept kernels,
   // SearchStep::kept_score). ScoreKernel starts from every one the kernel contains; ScoreKernels
@@ -214,7 +214,7 @@ absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& sc
 // that it contains, and the kernels of one round do not depend on each other. With
 // `score_round`, each round is handed to it in one call instead of being scored here one kernel
 // after another (a score job makes each kernel a task that any replica may run,
-// jobs/score_job.h); the results are the same, since a kernel's score depends only on its own
+// server/jobs/score_job.h); the results are the same, since a kernel's score depends only on its own
 // inputs and its parents' scores.
 struct KernelToScore {
   size_t index = 0;                         // into `kernels`

@@ -7,7 +7,7 @@
 // candidate slots and every decision (ranking, cache writes, the trace) is taken on the calling
 // thread after the whole step finished, in candidate order. Only the order of progress messages
 // depends on scheduling.
-#include "core/search.h"
+#include "gpsel/core/search.h"
 
 #include <algorithm>
 #include <atomic>
@@ -26,10 +26,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/evidence.h"
-#include "core/gp_model.h"
-#include "core/nested_embedding.h"
-#include "core/thread_pool.h"
+#include "gpsel/core/evidence.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/internal/nested_embedding.h"
+#include "gpsel/core/internal/thread_pool.h"
 
 namespace gpsel {
 namespace {

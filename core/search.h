@@ -35,12 +35,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/dataset.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_expr.h"
-#include "core/nested_sampling.h"
-#include "core/progress.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/nested_sampling.h"
+#include "gpsel/core/progress.h"
+#include "gpsel/core/score.h"
 
 namespace gpsel {
 
@@ -78,7 +78,7 @@ uint64_t CandidateSeed(uint64_t search_seed, std::string_view canonical_kernel_t
 // Warm start for `child` from its parent's optimum: the child's free raw vector (order of
 // GpModel::free_names). When the child contains the parent (S → S + B, S → S * B), the parent's
 // optimum embedded with B switched off as far as the bounds [raw_lower, raw_upper] allow
-// (EmbedNestedOptimum, core/nested_embedding.h), so the child's fit starts at the parent's
+// (EmbedNestedOptimum, core/internal/nested_embedding.h), so the child's fit starts at the parent's
 // likelihood; otherwise (B → B') the parent's raw value wherever a parameter name matches and the
 // prior mean elsewhere. INVALID_ARGUMENT when sizes differ or the settings do not fit the kernels.
 absl::StatusOr<Eigen::VectorXd> WarmStartFromParent(const KernelExpr& parent,
@@ -130,7 +130,7 @@ struct CandidateToScore {
 };
 
 // Scores the candidates of one step (`step` is its 1-based number) somewhere else than on the
-// search's own threads, e.g. as tasks of a job that any replica may run (jobs/search_job.h).
+// search's own threads, e.g. as tasks of a job that any replica may run (server/jobs/search_job.h).
 // Returns one outcome per candidate, in order, each exactly what SearchOptions::scorer (or the
 // default scorer) returns for it, so that the search's result does not depend on where its
 // candidates ran; a failed outcome is a failed candidate, as with the scorer. A non-OK return

@@ -1,14 +1,14 @@
 // Wall-time cost model; see time_estimate.h. The constants come from bench/time_estimate.sh
 // (bench/RESULTS.md, issue 17) on the bench machine (one core per fit thread).
-#include "core/time_estimate.h"
+#include "gpsel/core/time_estimate.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/kernel_expr.h"
-#include "core/progress_clock.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/progress_clock.h"
 
 namespace gpsel {
 namespace {
@@ -38,7 +38,7 @@ constexpr double kEvaluationsPerParameter = 4.0;
 // Newton polish Hessians per fit (the winner's curvature check and its steps).
 constexpr double kHessiansPerFit = 2.0;
 // Starts beyond --restarts: the data-informed starts (two, four with a period;
-// core/data_starts.h) and the cross-seeded restart.
+// core/internal/data_starts.h) and the cross-seeded restart.
 constexpr int kExtraStarts = 3;
 constexpr int kExtraStartsWithPeriod = 5;
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/predict.h"
-#include "core/score.h"
-#include "core/search.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/predict.h"
+#include "gpsel/core/score.h"
+#include "gpsel/core/search.h"
 
 namespace gpsel {
 

@@ -50,7 +50,7 @@ build_packages=(
   openssl docker-compose
   libplplot-dev plplot-driver-cairo
 )
-# The report's browser test (tests/report/browser_test.sh): headless Chromium and Pillow.
+# The report's browser test (tests/client/report/browser_test.sh): headless Chromium and Pillow.
 # GPSEL_WITHOUT_BROWSER=1 (the Docker build stage, which runs no tests) leaves them out.
 browser_packages=(chromium python3-pil)
 runtime_packages=(
@@ -59,7 +59,7 @@ runtime_packages=(
   libplplot17 plplot-driver-cairo
 )
 
-# PLplot draws `gpsel report`'s figures (report/, the CLI only; the server links no plotting):
+# PLplot draws `gpsel report`'s figures (client/report/, the CLI only; the server links no plotting):
 # libplplot17 with its cairo driver (pngcairo, svgcairo) is what the gpsel binary needs at run
 # time; README "Reports" says why PLplot.
 if [ "$mode" = runtime ]; then packages=("${runtime_packages[@]}"); else packages=("${build_packages[@]}"); fi

@@ -33,7 +33,7 @@ common_flags="-g -fno-omit-frame-pointer"
 asan_flags="$common_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined"
 tsan_flags="$common_flags -fsanitize=thread"
 
-# The core tests that run threads, for TSan: the thread pool's own (tests/core/thread_pool_test.cc)
+# The core tests that run threads, for TSan: the thread pool's own (tests/core/internal/thread_pool_test.cc)
 # and the fits, factorisations and searches that use it (fit_test, score_test, linalg_test,
 # search_test). The rest of core is single-threaded numerics, covered by the ASan run.
 tsan_core_tests='^(TaskGroupTest\.|ScoreTest\.Concurrent|FitDeterminismTest\.ParallelStarts'
@@ -167,7 +167,7 @@ run_tsan() {
   local start=$SECONDS status=0
   (
     # second_deadlock_stack: both stacks of a lock-order inversion. die_after_fork=0: the job store
-    # tests fork a child that only opens a store and exits (tests/jobstore/*_test.cc).
+    # tests fork a child that only opens a store and exits (tests/server/store/*_test.cc).
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:\
 suppressions=$supp/tsan.supp:print_suppressions=0:log_path=$reports/tsan"
     export GPSEL_TEST_TIMEOUT_SCALE="$scale"

@@ -4,7 +4,7 @@
 //
 // Why: Debian's absl is not built with -fsanitize=thread, so its Mutex (atomics and futexes in
 // the shared library) creates no happens-before edge that TSan can see, and every field our job
-// stores guard with an absl::Mutex (store/job_store_sqlite.cc mu_, store/job_store_postgres.cc
+// stores guard with an absl::Mutex (server/store/job_store_sqlite.cc mu_, server/store/job_store_postgres.cc
 // pool_mu_) is reported as a data race. A suppression cannot fix that without naming our own
 // frames (both stacks of such a report are ours). Definitions in the executable take precedence
 // over the shared library's for our calls; the real functions are found with dlsym(RTLD_NEXT).

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/statusor.h"
-#include "core/dataset.h"
+#include "gpsel/core/dataset.h"
 
 namespace gpsel::testing {
 

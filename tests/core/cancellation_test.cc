@@ -6,14 +6,14 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/dataset.h"
-#include "core/evidence.h"
-#include "core/fit.h"
-#include "core/gp_model.h"
-#include "core/instrumentation.h"
-#include "core/kernel_expr.h"
-#include "core/predict.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/evidence.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/instrumentation.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/predict.h"
+#include "gpsel/core/score.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {

@@ -2,7 +2,7 @@
 // sinusoid fit, periods of known signals and of the real sunspot and Mauna Loa series, the noise
 // level of a smooth against the noise put in, geometry against brute force, and the exact
 // homogeneity of the auto x scale.
-#include "core/data_heuristics.h"
+#include "gpsel/core/data_heuristics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/dataset.h"
+#include "gpsel/core/dataset.h"
 #include "tests/core/bundled_data.h"
 
 namespace gpsel {

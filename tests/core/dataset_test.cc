@@ -1,7 +1,7 @@
 // Datasets: CSV parsing (optional header, comments, blank lines, quoting, multi-column x), every
 // malformed input giving INVALID_ARGUMENT with the line/column in the message, files (missing →
 // NOT_FOUND, the bundled data sets), validation limits and standardisation of y.
-#include "core/dataset.h"
+#include "gpsel/core/dataset.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "Eigen/Dense"
-#include "core/nested_sampling.h"
+#include "gpsel/core/nested_sampling.h"
 
 namespace gpsel {
 

@@ -4,7 +4,7 @@
 // rule on the prior box (see PriorBoxLogEvidence). Kernels with 1-2 parameters on the
 // paper's example and on small synthetic datasets (fixed seeds); reproducibility, cancellation,
 // caps and validation.
-#include "core/evidence.h"
+#include "gpsel/core/evidence.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,10 +16,10 @@
 
 #include "Eigen/Dense"
 #include "absl/status/status.h"
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/kernel_expr.h"
 #include "gmock/gmock.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/kernel_expr.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {

@@ -7,7 +7,7 @@
 //    (MAP Hessian with a negative eigenvalue) reported instead of crashing.
 //  * LaplaceScore by hand for r = 0, −1, −log n and its monotonicity/bounds; metric parsing.
 //  * Predict against an independent Eigen computation; interpolation of near-noise-free data.
-#include "core/fit.h"
+#include "gpsel/core/fit.h"
 
 #include <algorithm>
 #include <atomic>
@@ -26,13 +26,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_expr.h"
-#include "core/predict.h"
-#include "core/score.h"
-#include "core/thread_pool.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/predict.h"
+#include "gpsel/core/score.h"
 
 namespace gpsel {
 namespace {

@@ -10,7 +10,7 @@
 //    written here (closed-form base kernels, Eigen LLT), kernel algebra (k_{a+b} = k_a + k_b,
 //    k_{a·b} = k_a ∘ k_b, operand order and grouping irrelevant), the noise floor, fixed
 //    parameters, parameter names, argument errors and a near-singular (jitter) case.
-#include "core/gp_model.h"
+#include "gpsel/core/gp_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_expr.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/kernel_expr.h"
 
 namespace gpsel {
 namespace {

@@ -2,7 +2,7 @@
 // and the evidence against closed forms (Gaussian × Gaussian in 1-8 dimensions, a bimodal
 // likelihood) and a one-dimensional quadrature (a banana-shaped likelihood); the honesty of the
 // reported error over 50 seeds; determinism over thread counts; caps, cancellation, validation.
-#include "core/importance_sampling.h"
+#include "gpsel/core/importance_sampling.h"
 
 #include <atomic>
 #include <cmath>
@@ -12,8 +12,8 @@
 
 #include "Eigen/Dense"
 #include "absl/status/status.h"
-#include "core/ellipsoid.h"
 #include "gmock/gmock.h"
+#include "gpsel/core/internal/ellipsoid.h"
 #include "gtest/gtest.h"
 #include "tests/core/evidence_oracles.h"
 

@@ -1,6 +1,6 @@
 // Tests of the kernel expression grammar: parsing, canonical form, order, printing, limits,
 // error messages (exact text and position) and a seeded random round-trip fuzz.
-#include "core/kernel_expr.h"
+#include "gpsel/core/kernel_expr.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 // SpdFactorization (core/linalg.cc): Cholesky, solves, log-determinant and inverse against Eigen's
 // own LLT, and the same answers when many threads factorise at once (the search's thread pool and
 // the server's workers do; Debian's serial OpenBLAS gets this wrong).
-#include "core/linalg.h"
+#include "gpsel/core/linalg.h"
 
 #include <gtest/gtest.h>
 

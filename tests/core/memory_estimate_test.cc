@@ -1,7 +1,7 @@
 // Tests of the peak-memory estimates (core/memory_estimate.h): their closed forms in n, the
 // kernel's size and the concurrency, and that the search bound covers every kernel the search
 // can build. Their agreement with measured peak RSS is checked by bench/memory_estimate.sh.
-#include "core/memory_estimate.h"
+#include "gpsel/core/memory_estimate.h"
 
 #include <string>
 

@@ -1,9 +1,9 @@
-// Tests of core/nested_sampling.h and core/ellipsoid.h against closed-form evidences (Gaussian
+// Tests of core/nested_sampling.h and core/internal/ellipsoid.h against closed-form evidences (Gaussian
 // likelihood x Gaussian prior in 1-8 dimensions, correlated, bimodal, truncated by -inf/NaN), the
 // paper's GP example, dynamic runs, reproducibility, caps, cancellation and validation; and
 // batches of replacements evaluated in parallel (batch_size): same bits on any thread count,
 // oracles and honest errors.
-#include "core/nested_sampling.h"
+#include "gpsel/core/nested_sampling.h"
 
 #include <atomic>
 #include <cmath>
@@ -13,10 +13,10 @@
 
 #include "Eigen/Dense"
 #include "absl/status/status.h"
-#include "core/ellipsoid.h"
-#include "tests/core/evidence_oracles.h"
 #include "gmock/gmock.h"
+#include "gpsel/core/internal/ellipsoid.h"
 #include "gtest/gtest.h"
+#include "tests/core/evidence_oracles.h"
 
 namespace gpsel {
 namespace {

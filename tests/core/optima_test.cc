@@ -15,14 +15,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "core/data_starts.h"
-#include "core/dataset.h"
-#include "core/fit.h"
-#include "core/gp_model.h"
-#include "core/kernel_expr.h"
-#include "core/nested_embedding.h"
-#include "core/score.h"
-#include "core/search.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/internal/data_starts.h"
+#include "gpsel/core/internal/nested_embedding.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
+#include "gpsel/core/search.h"
 #include "tests/core/bundled_data.h"
 
 namespace gpsel {
@@ -222,7 +222,7 @@ TEST(OptimaTest, SunspotCycleIsFoundForEverySeed) {
 // 1114.985) and 2.36 years (1204.585). The data-informed starts of main at 191b962 (long ladder
 // at the strongest peak, short at the second) reached only the lower one, and the prior draws
 // missed the upper one on five of seeds 0–5; the short ladder at the strongest peak
-// (core/data_starts.h) reaches it whatever the seed.
+// (core/internal/data_starts.h) reaches it whatever the seed.
 TEST(OptimaTest, MaunaLoaSePlusPerReachesTheLongTrendBasinForEverySeed) {
   const Dataset data = LoadBundled("mauna_loa_monthly.csv");
   ScoreOptions options;
@@ -271,7 +271,7 @@ TEST(OptimaTest, SunspotNestedKernelsNeverLoseLikelihood) {
   EXPECT_GE((*scores)[1].metrics.at("mll"), (*scores)[2].metrics.at("mll") - 1e-6);
 }
 
-// ScoreKernels in rounds (what a score job hands to tasks, jobs/score_job.h): every kernel comes
+// ScoreKernels in rounds (what a score job hands to tasks, server/jobs/score_job.h): every kernel comes
 // in a round after those of the kernels its fits start from, and scoring each round elsewhere
 // (here: one kernel after another, in reverse) gives the scores of the one-process order, bit
 // for bit.
@@ -481,7 +481,7 @@ TEST(OptimaTest, UnneededPartOnItsBoundIsWarnedAbout) {
   EXPECT_TRUE(warned) << absl::StrJoin(score->warnings, "\n");
 }
 
-// A report's given kernel (cli/cli_report.cc) containing kernels its search scored already: the
+// A report's given kernel (client/cli/cli_report.cc) containing kernels its search scored already: the
 // search's scores, given in ScoreOptions::nested_parents, start the given kernel's fits from
 // their optima (SE's and PER+SE's: PER+SE does not contain SE; not PER*PER+SE's, which
 // C*SE + C*PER*SE does not contain). On every third month of Mauna Loa with one prior draw of

@@ -1,15 +1,15 @@
 // FitAndPredict and block-wise Predict (core/predict.h): blocks change nothing but memory, the
 // workflow equals a ScoreKernel fit followed by Predict, and cancellation stops between blocks.
-#include "core/predict.h"
+#include "gpsel/core/predict.h"
 
 #include <cmath>
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
 #include "gmock/gmock.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {

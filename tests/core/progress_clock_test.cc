@@ -1,7 +1,7 @@
 // Tests of ProgressClock (core/progress_clock.h) on a hand-driven clock: elapsed time, the
 // linear time-left estimate, its silence early in a phase, and new phases when the fraction
 // falls (a search's re-score after its candidates).
-#include "core/progress_clock.h"
+#include "gpsel/core/progress_clock.h"
 
 #include <cmath>
 

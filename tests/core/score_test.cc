@@ -1,6 +1,6 @@
 // The paper's interpretable example (the paper's Sec. 4.1): all eight metrics, the MAP optimum and the
 // Hessian eigenvalues; metric parsing; Laplace clamping rules; option validation.
-#include "core/score.h"
+#include "gpsel/core/score.h"
 
 #include <cmath>
 #include <memory>
@@ -10,9 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/thread_pool.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/kernel_expr.h"
 
 namespace gpsel {
 namespace {

@@ -2,7 +2,7 @@
 // option validation, search control with fake scorers (stopping, beam, failures, cancellation,
 // warm starts), and real searches on GP samples (recognition, thread-count independence, the
 // shared score cache).
-#include "core/search.h"
+#include "gpsel/core/search.h"
 
 #include <atomic>
 #include <chrono>
@@ -18,11 +18,11 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_join.h"
-#include "core/dataset.h"
-#include "core/gp_model.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
 #include "tests/test_timeout.h"
 
 namespace gpsel {

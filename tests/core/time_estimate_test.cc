@@ -2,15 +2,15 @@
 // request's shape, and, loosely, a real run: the likelihood evaluations a score makes (counted by
 // a CoreObserver; deterministic for a seed) and its CPU time, each within an order of magnitude
 // of the model. The calibration itself (within ~2× on the bench machine) is bench/time_estimate.sh.
-#include "core/time_estimate.h"
+#include "gpsel/core/time_estimate.h"
 
 #include <time.h>
 
 #include <atomic>
 #include <string>
 
-#include "core/instrumentation.h"
 #include "gmock/gmock.h"
+#include "gpsel/core/instrumentation.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {

@@ -1,5 +1,5 @@
 // libFuzzer target: the CSV readers of core/dataset.h (ParseCsv for datasets, ParseCsvInputs for
-// prediction inputs) on arbitrary text, as `gpsel` reads user files (cli/) before any numerics.
+// prediction inputs) on arbitrary text, as `gpsel` reads user files (client/cli/) before any numerics.
 // Invariants: OK or INVALID_ARGUMENT only; an accepted dataset has n×d inputs and n targets with
 // 2 ≤ n ≤ max_points, 1 ≤ d ≤ max_dims, every value finite, and passes ValidateDataset; written
 // back as CSV with 17 significant digits it parses to the same values bit for bit; the
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/dataset.h"
+#include "gpsel/core/dataset.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,11 +1,11 @@
 // libFuzzer target: what gpsel does with bytes read back from a job store database. A row of
-// gpsel_jobs (store/job_store_sqlite.cc, store/job_store_postgres.cc: ReadJob) is made from the
+// gpsel_jobs (server/store/job_store_sqlite.cc, server/store/job_store_postgres.cc: ReadJob) is made from the
 // input the way ReadJob builds a Job: the state text through ParseJobState (unknown → DATA_LOSS,
 // the row is dropped), Unix microseconds through TimeFromMicros, request/result blobs and text
 // columns as stored. The page token a client hands back goes through DecodePageToken. Each Job
-// then becomes the API resource (jobs/job_kind.h, JobToProto) with the hooks of every kind the
+// then becomes the API resource (server/jobs/job_kind.h, JobToProto) with the hooks of every kind the
 // server registers (evidence, search, score and their tasks), which parse the stored request and
-// result blobs (jobs/evidence_job.cc, search_job.cc, score_job.cc).
+// result blobs (server/jobs/evidence_job.cc, search_job.cc, score_job.cc).
 // Invariants: ParseJobState and JobStateName are inverse; a decoded page token is ≥ 0 and
 // round-trips through EncodePageToken; the resource serialises and parses back (every string
 // valid UTF-8, as proto3 requires of the client's parser) with timestamps whose nanos lie in
@@ -19,14 +19,14 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "bridge/validation.h"
+#include "gpsel/server/jobs/evidence_job.h"
+#include "gpsel/server/jobs/job_kind.h"
+#include "gpsel/server/jobs/score_job.h"
+#include "gpsel/server/jobs/search_job.h"
+#include "gpsel/server/store/job_store.h"
+#include "gpsel/server/store/job_store_internal.h"
+#include "gpsel/server/validation/validation.h"
 #include "gpsel/v1/job.pb.h"
-#include "jobs/evidence_job.h"
-#include "jobs/score_job.h"
-#include "jobs/search_job.h"
-#include "jobs/job_kind.h"
-#include "store/job_store.h"
-#include "store/job_store_internal.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/silence_protobuf_log.h"
 

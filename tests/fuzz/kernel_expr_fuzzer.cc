@@ -2,15 +2,15 @@
 // ParseBaseKernelName) on arbitrary text, the way request kernels and CLI arguments reach it.
 // Invariants: OK or INVALID_ARGUMENT only; an accepted expression is canonical and within the
 // limits it was parsed with; its printed form (ToString) parses back to the same expression and
-// prints identically, also under the server's default limits (bridge/validation.h), because the
-// service stores and returns the printed form (service/service.cc, SubmitEvidence).
+// prints identically, also under the server's default limits (server/validation/validation.h), because the
+// service stores and returns the printed form (server/service/service.cc, SubmitEvidence).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "core/kernel_expr.h"
+#include "gpsel/core/kernel_expr.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

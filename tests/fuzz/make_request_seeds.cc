@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "bridge/convert.h"
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/proto/bridge/convert.h"
 #include "gpsel/v1/model_selection.pb.h"
 
 namespace {

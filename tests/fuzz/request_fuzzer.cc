@@ -1,10 +1,10 @@
 // libFuzzer target: everything gpsel-server does to a request before any numerics, for every
 // request message of proto/gpsel/v1/model_selection.proto. The first input byte picks the message
 // type, the rest is its wire encoding; bytes that do not parse are dropped (gRPC rejects them
-// before the service sees them). Then the bridge's conversions (bridge/convert.h) and validation
-// (bridge/validation.h, default ServiceLimits) for Score, Search, Predict, SubmitEvidence,
+// before the service sees them). Then the bridge's conversions (proto/bridge/convert.h) and validation
+// (server/validation/validation.h, default ServiceLimits) for Score, Search, Predict, SubmitEvidence,
 // SubmitSearch (with its candidate tasks' encoding) and SubmitScore;
-// the job-name and ListJobs checks of service/service.cc for the job RPCs. No fits are run.
+// the job-name and ListJobs checks of server/service/service.cc for the job RPCs. No fits are run.
 // Invariants:
 //   - OK or INVALID_ARGUMENT only, and every INVALID_ARGUMENT carries field violations that
 //     survive the trip to the client (bridge::ToGrpcStatus, then FromGrpcStatus);
@@ -13,7 +13,7 @@
 //   - the request a client builds from validated core types (ScoreRequestOf, SearchRequestOf,
 //     PredictRequestOf) validates again; a validated evidence request, stored with its kernel
 //     in canonical form as SubmitEvidence does, validates again to the same kernel and data
-//     (the job runner re-validates stored requests, jobs/evidence_job.cc);
+//     (the job runner re-validates stored requests, server/jobs/evidence_job.cc);
 //   - an accepted job name round-trips through JobName; an accepted page token is ≥ 0.
 #include <cstddef>
 #include <cstdint>
@@ -21,14 +21,14 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "bridge/convert.h"
-#include "bridge/validation.h"
-#include "core/kernel_expr.h"
-#include "core/search.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/search.h"
+#include "gpsel/proto/bridge/convert.h"
+#include "gpsel/server/jobs/job_kind.h"
+#include "gpsel/server/store/job_store_internal.h"
+#include "gpsel/server/validation/validation.h"
 #include "gpsel/v1/job_tasks.pb.h"
 #include "gpsel/v1/model_selection.pb.h"
-#include "jobs/job_kind.h"
-#include "store/job_store_internal.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/silence_protobuf_log.h"
 
@@ -132,7 +132,7 @@ void SubmitEvidence(const v1::SubmitEvidenceRequest& request) {
   CheckDataset(valid->data);
   CheckKernelFits(valid->kernel, valid->data);
   GPSEL_FUZZ_CHECK(valid->options.Validate().ok(), "options");
-  // What SubmitEvidence stores (service/service.cc) and the job runner reads back.
+  // What SubmitEvidence stores (server/service/service.cc) and the job runner reads back.
   v1::SubmitEvidenceRequest stored = request;
   stored.set_kernel(gpsel::ToString(valid->kernel));
   v1::SubmitEvidenceRequest read;
@@ -143,8 +143,8 @@ void SubmitEvidence(const v1::SubmitEvidenceRequest& request) {
   GPSEL_FUZZ_CHECK(again->data.x == valid->data.x && again->data.y == valid->data.y, "data");
 }
 
-// SubmitSearch: the wrapped search request (service/service.cc validates it as Search does); a
-// validated one's step-1 candidate tasks (jobs/search_job.cc) decode back to their candidates.
+// SubmitSearch: the wrapped search request (server/service/service.cc validates it as Search does); a
+// validated one's step-1 candidate tasks (server/jobs/search_job.cc) decode back to their candidates.
 void SubmitSearch(const v1::SubmitSearchRequest& request) {
   Search(request.search());
   absl::StatusOr<gpsel::ValidSearch> valid = gpsel::ValidateSearchRequest(request.search(), Limits());
@@ -169,7 +169,7 @@ void SubmitSearch(const v1::SubmitSearchRequest& request) {
   }
 }
 
-// GetJob, WatchJob and CancelJob: the job name (service/service.cc).
+// GetJob, WatchJob and CancelJob: the job name (server/service/service.cc).
 void JobName(const std::string& name) {
   absl::StatusOr<std::string> id = gpsel::JobIdFromName(name, "name");
   CheckRejection(id.status());
@@ -180,7 +180,7 @@ void JobName(const std::string& name) {
 }
 
 // ListJobs: the service's checks, then the store's reading of page size and token
-// (store/job_store_common.cc), which both backends do before querying.
+// (server/store/job_store_common.cc), which both backends do before querying.
 void ListJobs(const v1::ListJobsRequest& request) {
   if (request.page_size() < 0 || !v1::JobState_IsValid(request.state())) return;
   const std::optional<gpsel::JobState> state = gpsel::FromProto(request.state());

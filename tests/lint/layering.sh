@@ -11,21 +11,24 @@ cd "$1"
 source "$(dirname "${BASH_SOURCE[0]}")/includes.sh"
 
 # Folders each folder may include from (its own always). "proto" is the generated contract
-# (gpsel/v1, google/rpc, grpc/health/v1). jobs and service use bridge's proto<->core conversion,
-# whose signatures are proto messages, so they see proto too; cli prints the response messages
-# (--json is their protobuf JSON mapping). report draws core results (PLplot) and knows no proto. tests/fuzz feeds the parsers and checks of the layers
-# below the service (tests/fuzz/CMakeLists.txt links nothing above jobs).
+# (gpsel/v1, google/rpc, grpc/health/v1). The server's folders use the bridge's proto<->core
+# conversion, whose signatures are proto messages, so they see proto too; the CLI prints the
+# response messages (--json is their protobuf JSON mapping). The report draws core results
+# (PLplot) and knows no proto. server/ and client/ are side by side: neither includes the other.
+# tests/fuzz feeds the parsers and checks of the layers below the service (tests/fuzz/CMakeLists.txt
+# links nothing above server/jobs).
 declare -A allowed=(
   [core]="core"
-  [bridge]="bridge core proto"
-  [store]="store"
-  [metrics]="metrics core"
-  [jobs]="jobs core bridge store metrics proto"
-  [service]="service core bridge store metrics jobs proto"
-  [client]="client core bridge proto"
-  [report]="report core"
-  [cli]="cli core client bridge proto report"
-  [tests/fuzz]="core bridge store jobs proto"
+  [proto/bridge]="proto/bridge core proto"
+  [server/validation]="server/validation proto/bridge core proto"
+  [server/store]="server/store"
+  [server/metrics]="server/metrics core"
+  [server/jobs]="server/jobs core proto/bridge server/validation server/store server/metrics proto"
+  [server/service]="server/service core proto/bridge server/validation server/store server/metrics server/jobs proto"
+  [client]="client core proto/bridge proto"
+  [client/report]="client/report core"
+  [client/cli]="client/cli core client proto/bridge proto client/report"
+  [tests/fuzz]="core proto/bridge server/validation server/store server/jobs proto"
 )
 
 failures=0
@@ -33,6 +36,12 @@ for folder in $gpsel_folders tests/fuzz; do
   [ -d "$folder" ] || continue
   while IFS=: read -r file line layer path; do
     [ "$layer" != - ] || continue
+    if [ "$layer" = unprefixed ]; then
+      echo "$file:$line: \"$path\" names a gpsel header without the gpsel/<folder>/ prefix" \
+        "(e.g. \"gpsel/core/fit.h\")"
+      failures=$((failures + 1))
+      continue
+    fi
     case " ${allowed[$folder]} " in
       *" $layer "*) ;;
       *)

@@ -3,9 +3,9 @@
 // on a CSV file and prints the MLL.
 #include <cstdio>
 
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;

@@ -46,9 +46,11 @@ pc="$(find "$prefix" -name gpsel.pc -print -quit)"
 [ -n "$config" ] || die "no gpselConfig.cmake installed"
 [ -n "$pc" ] || die "no gpsel.pc installed"
 for f in "$(dirname "$config")/gpselConfigVersion.cmake" "$(dirname "$config")/gpselTargets.cmake" \
-    include/gpsel/core/score.h include/gpsel/client/client.h include/gpsel/bridge/convert.h \
-    include/gpsel/gpsel/v1/model_selection.pb.h include/gpsel/gpsel/v1/model_selection.grpc.pb.h \
-    include/gpsel/google/rpc/status.pb.h include/gpsel/grpc/health/v1/health.pb.h \
+    include/gpsel/core/score.h include/gpsel/client/client.h include/gpsel/proto/bridge/convert.h \
+    include/gpsel/proto/gen/gpsel/v1/model_selection.pb.h \
+    include/gpsel/proto/gen/gpsel/v1/model_selection.grpc.pb.h \
+    include/gpsel/proto/gen/google/rpc/status.pb.h \
+    include/gpsel/proto/gen/grpc/health/v1/health.pb.h \
     bin/gpsel bin/gpsel-server; do
   case "$f" in /*) path="$f" ;; *) path="$prefix/$f" ;; esac
   [ -e "$path" ] || die "not installed: $path"
@@ -93,7 +95,7 @@ pkg_out="$("$work/pkgconfig_check" "$csv")" || die "pkgconfig_check failed: $pkg
 log "$pkg_out"
 
 # 3. The installed server on a free port: it prints "gpsel-server listening on 127.0.0.1:PORT,
-# ..." as its first stdout line (see ServerProcess in tests/server/server_test_util.h).
+# ..." as its first stdout line (see ServerProcess in tests/server/service/server_test_util.h).
 "$prefix/bin/gpsel-server" --listen 127.0.0.1:0 --metrics-listen "" \
   --store "sqlite:$work/jobs.db" --workers 1 >"$work/server.out" 2>"$work/server.log" &
 server_pid=$!

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/client.h"
-#include "core/dataset.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
+#include "gpsel/client/client.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -1,0 +1,200 @@
+// Shared CLI pieces: error reporting, data and fit flags, JSON output, progress line.
+#include "gpsel/client/cli/cli_common.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace gpsel::cli {
+
+int ReportError(const absl::Status& status) {
+  std::cerr << "gpsel: " << status.message() << "\n";
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      return kExitBadInput;
+    default:
+      return kExitFailure;
+  }
+}
+
+void AddDataFlag(CLI::App& sub, FitFlags& flags) {
+  sub.add_option("--data", flags.data_path,
+                 "CSV file (or - for stdin): optional header, inputs x..., target y last")
+      ->required();
+}
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& flag) {
+  std::stringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
+    buffer << in.rdbuf();
+  }
+  return buffer.str();
+}
+
+DatasetLimits CliDatasetLimits(bool remote) {
+  DatasetLimits limits;
+  if (remote) limits.max_points = kMaxPointsCeiling;
+  return limits;
+}
+
+absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits& limits) {
+  if (flags.data_path != "-") return LoadCsvFile(flags.data_path, limits);
+  absl::StatusOr<std::string> text = ReadFlagFile(flags.data_path, "--data");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Dataset> data = ParseCsv(*text, limits);
+  if (!data.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("stdin: ", data.status().message()));
+  }
+  return data;
+}
+
+void AddFitFlags(CLI::App& sub, FitFlags& flags) {
+  sub.add_option("--restarts", flags.restarts, "random restarts drawn from the prior")
+      ->capture_default_str();
+  sub.add_option("--seed", flags.seed, "random seed (same seed, same numbers)")
+      ->capture_default_str();
+  sub.add_flag("--no-standardize", flags.no_standardize,
+               "fit y as given (default: standardise y to mean 0, sd 1)");
+  sub.add_option("--prior", flags.priors,
+                 "override a prior on a raw parameter: NAME=MEAN,SD (e.g. SE.lengthscale=0,1)");
+  sub.add_option("--fix", flags.fixed,
+                 "fix a parameter at a natural value: NAME=VALUE (e.g. PER.period=1)");
+  sub.add_option("--scale-x", flags.scale_x,
+                 "divide x by a factor before modelling: none (default: the paper's priors on x "
+                 "as given), auto (the dominant period of y, or range/10), or a number; fitted "
+                 "values are reported in x's own units")
+      ->capture_default_str();
+  sub.add_flag("--json", flags.json, "print JSON instead of a table");
+}
+
+absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags) {
+  if (flags.kernels.size() != 1) {
+    return absl::InvalidArgumentError("--kernel: give exactly one kernel");
+  }
+  return ParseKernel(flags.kernels[0]);
+}
+
+absl::StatusOr<std::vector<KernelExpr>> ParseKernelFlags(const FitFlags& flags) {
+  std::vector<KernelExpr> kernels;
+  for (const std::string& text : flags.kernels) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
+    if (!kernel.ok()) return kernel.status();
+    kernels.push_back(*std::move(kernel));
+  }
+  return kernels;
+}
+
+absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags) {
+  return ParseXScaling(flags.scale_x, "--scale-x");
+}
+
+absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags) {
+  HyperparameterSettings settings;
+  for (const std::string& entry : flags.priors) {
+    std::vector<std::string> name_value = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    std::vector<std::string> numbers;
+    if (name_value.size() == 2) numbers = absl::StrSplit(name_value[1], ',');
+    NormalPrior prior;
+    if (numbers.size() != 2 || !absl::SimpleAtod(numbers[0], &prior.mean) ||
+        !absl::SimpleAtod(numbers[1], &prior.sd)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prior '", entry, "': expected NAME=MEAN,SD"));
+    }
+    settings.prior_overrides[name_value[0]] = prior;
+  }
+  for (const std::string& entry : flags.fixed) {
+    std::vector<std::string> name_value = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    double value = 0;
+    if (name_value.size() != 2 || !absl::SimpleAtod(name_value[1], &value)) {
+      return absl::InvalidArgumentError(absl::StrCat("--fix '", entry, "': expected NAME=VALUE"));
+    }
+    settings.fixed_values[name_value[0]] = value;
+  }
+  if (absl::Status s = settings.Validate(); !s.ok()) return s;
+  return settings;
+}
+
+void PrintSubmitted(const google::protobuf::Message& response, const v1::Job& job, bool json) {
+  if (json) {
+    PrintJson(response);
+  } else {
+    std::cout << "submitted " << job.name() << "\n";
+  }
+}
+
+void PrintJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    std::cerr << "gpsel: JSON output failed: " << status.ToString() << "\n";
+    return;
+  }
+  std::cout << json;
+  if (json.empty() || json.back() != '\n') std::cout << "\n";
+}
+
+bool StderrIsTerminal() { return isatty(fileno(stderr)) != 0; }
+
+void AnnounceEstimate(const TimeEstimate& time, const MemoryEstimate& memory, bool remote) {
+  if (!(time.seconds > kAnnounceSeconds)) return;
+  std::cerr << "gpsel: estimated " << FormatDuration(time.seconds) << " and "
+            << FormatBytes(memory.bytes)
+            << (remote ? " on the server, at this machine's speed" : "") << " (" << time.breakdown
+            << ")\n";
+}
+
+TerminalProgress::TerminalProgress(bool enabled) : enabled_(enabled) {}
+TerminalProgress::~TerminalProgress() { Finish(); }
+
+ProgressCallback TerminalProgress::callback() {
+  if (!enabled_) return nullptr;
+  return [this](const Progress& p) {
+    if (p.poll_only) return absl::OkStatus();
+    constexpr int kWidth = 30;
+    const double fraction = std::clamp(p.fraction, 0.0, 1.0);
+    const int filled = static_cast<int>(fraction * kWidth + 0.5);
+    std::string bar(filled, '#');
+    bar.resize(kWidth, '.');
+    std::string message = p.message.substr(0, 60);
+    const ProgressClock::Reading time = clock_.Update(fraction);
+    std::string clock = FormatDuration(time.elapsed_seconds);
+    if (time.remaining_seconds && fraction < 1.0) {
+      absl::StrAppend(&clock, " ~", FormatDuration(*time.remaining_seconds), " left");
+    }
+    std::fprintf(stderr, "\r\033[K[%s] %3.0f%% %s %s %s", bar.c_str(), fraction * 100.0,
+                 clock.c_str(), p.stage.c_str(), message.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+    return absl::OkStatus();
+  };
+}
+
+void TerminalProgress::Finish() {
+  if (drawn_) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+}
+
+}  // namespace gpsel::cli

@@ -1,0 +1,420 @@
+// `gpsel report`: pictures and words for the kernel a dataset supports. Runs the same calls as
+// `score`, `search`, `evidence` and `predict` through the Backend (in-process, or on a
+// gpsel-server with --server), so every figure shows the results --json would print, and hands
+// them to the report library (client/report/report.h), which writes report.html and the figures.
+//
+//   gpsel report --data data/mauna_loa_monthly.csv --search --base SE,PER,LIN,RQ --depth 3
+//       --y-unit ppm --out mauna-loa-report
+//   gpsel report --data data/nile.csv --kernel SE --kernel MAT12 --evidence --out nile-report
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gpsel/client/cli/backend.h"
+#include "gpsel/client/cli/cli_common.h"
+#include "gpsel/client/cli/commands.h"
+#include "gpsel/client/report/report.h"
+#include "gpsel/core/evidence.h"
+#include "gpsel/core/predict.h"
+#include "gpsel/core/score.h"
+#include "gpsel/core/search.h"
+
+namespace gpsel::cli {
+namespace {
+
+struct ReportFlags {
+  FitFlags fit;
+  RemoteFlags remote;
+  std::string out_dir;
+  bool search = false;
+  std::string base = "SE,LIN,MAT32";
+  int depth = 3;
+  int beam = 1;
+  std::string metric = "lap0";
+  int threads = 0;
+  bool evidence = false;
+  std::string evidence_method = "nested";
+  double dlogz = 0.1;
+  int nlive = 0;
+  std::string pair;
+  std::string x_label, y_label, x_unit, y_unit;
+  int width = 960, height = 480;
+};
+
+// The column names of a CSV header line ("year,co2"), or none when the first line is data.
+std::vector<std::string> HeaderNames(const std::string& path) {
+  if (path.empty() || path == "-") return {};
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string trimmed(absl::StripAsciiWhitespace(line));
+    if (trimmed.empty() || trimmed[0] == '#') continue;
+    std::vector<std::string> names;
+    for (absl::string_view field : absl::StrSplit(trimmed, ',')) {
+      double number = 0;
+      const std::string name(absl::StripAsciiWhitespace(field));
+      if (absl::SimpleAtod(name, &number)) return {};
+      names.push_back(name);
+    }
+    return names;
+  }
+  return {};
+}
+
+// A label with its unit: "year", "co2 (ppm)".
+std::string Labelled(const std::string& name, const std::string& unit) {
+  return unit.empty() ? name : absl::StrCat(name, " (", unit, ")");
+}
+
+int RunReport(const ReportFlags& flags, const std::string& command) {
+  if (flags.out_dir.empty()) return ReportError(absl::InvalidArgumentError("--out: required"));
+  if (!flags.search && flags.fit.kernels.empty()) {
+    return ReportError(absl::InvalidArgumentError("give --kernel EXPR (repeatable) or --search"));
+  }
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
+  if (!data.ok()) return ReportError(data.status());
+  absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
+  if (!parsed.ok()) return ReportError(parsed.status());
+  std::vector<KernelExpr> kernels = *std::move(parsed);
+  const std::string metric = absl::AsciiStrToLower(flags.metric);
+  if (absl::StatusOr<Metric> m = ParseMetric(metric); !m.ok()) {
+    return ReportError(
+        absl::InvalidArgumentError(absl::StrCat("--metric: ", m.status().message())));
+  }
+  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
+  if (!settings.ok()) return ReportError(settings.status());
+  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
+  if (!scale_x.ok()) return ReportError(scale_x.status());
+  absl::StatusOr<EvidenceMethod> evidence_method =
+      ParseEvidenceMethod(flags.evidence_method, "--method");
+  if (!evidence_method.ok()) return ReportError(evidence_method.status());
+  std::vector<std::string> pair;
+  if (!flags.pair.empty()) {
+    pair = absl::StrSplit(flags.pair, ',');
+    if (pair.size() != 2) {
+      return ReportError(absl::InvalidArgumentError("--pair: expected NAME,NAME"));
+    }
+  }
+
+  ScoreOptions score_options;
+  score_options.fit.restarts = flags.fit.restarts;
+  score_options.fit.seed = flags.fit.seed;
+  score_options.fit.threads =
+      flags.threads > 0 ? flags.threads
+                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 256);
+  score_options.standardize = !flags.fit.no_standardize;
+  score_options.hyperparameters = *settings;
+  score_options.scale_x = *scale_x;
+  if (absl::Status s = score_options.Validate(); !s.ok()) return ReportError(s);
+
+  SearchOptions search_options;
+  if (flags.search) {
+    absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(flags.base);
+    if (!bases.ok()) return ReportError(bases.status());
+    search_options.base_kernels = *std::move(bases);
+    search_options.max_depth = flags.depth;
+    search_options.metric = metric;
+    search_options.beam_width = flags.beam;
+    search_options.threads = flags.threads;
+    search_options.score = score_options;
+    search_options.score.fit.threads = 1;
+    // The search scores the kernels of its path with every metric, reusing its fits, so the
+    // comparison below need not fit them again.
+    search_options.score_kept_kernels = true;
+    if (absl::Status s = search_options.Validate(); !s.ok()) return ReportError(s);
+  }
+  report::ReportOptions report_options;
+  report_options.out_dir = flags.out_dir;
+  report_options.width = flags.width;
+  report_options.height = flags.height;
+  if (absl::Status s = report_options.Validate(); !s.ok()) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat("--", s.message())));
+  }
+
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
+  if (!backend.ok()) return ReportError(backend.status());
+  TerminalProgress progress(StderrIsTerminal());
+
+  report::ReportInputs in;
+  in.data = *data;
+  in.metric = metric;
+  in.pair = pair;
+  in.command = command;
+  // Wall time of each stage, printed last (bench/report_overhead.sh reads what the report adds
+  // to its search).
+  std::vector<std::pair<std::string, double>> stage_seconds;
+  absl::Time stage_start = absl::Now();
+  auto stage_done = [&](const std::string& stage) {
+    const absl::Time now = absl::Now();
+    stage_seconds.emplace_back(stage, absl::ToDoubleSeconds(now - stage_start));
+    stage_start = now;
+  };
+  // 1. The search (when asked), whose path's kernels are compared with the given ones.
+  if (flags.search) {
+    absl::StatusOr<SearchResult> search =
+        (*backend)->Search(*data, search_options, progress.callback());
+    if (!search.ok()) return ReportError(search.status());
+    in.search = *std::move(search);
+    for (const SearchStep& step : in.search->steps) {
+      if (step.chosen.empty()) continue;
+      absl::StatusOr<KernelExpr> kept = ParseKernel(step.chosen.front());
+      if (!kept.ok()) return ReportError(kept.status());
+      if (*kept != in.search->best_kernel &&
+          std::find(kernels.begin(), kernels.end(), *kept) == kernels.end()) {
+        kernels.push_back(*std::move(kept));
+      }
+    }
+    stage_done("search");
+  }
+  // 2. Every kernel compared, with all the paper's metrics: those of the search's path come
+  //    with the search (SearchStep::kept_score, SearchResult::best); only the others are scored.
+  std::map<std::string, KernelScore> searched;
+  if (in.search) {
+    for (const SearchStep& step : in.search->steps) {
+      if (step.kept_score) searched.emplace(step.kept_score->kernel, *step.kept_score);
+    }
+    searched.emplace(in.search->best.kernel, in.search->best);
+  }
+  std::vector<KernelExpr> to_score;
+  for (const KernelExpr& kernel : kernels) {
+    if (!searched.count(ToString(kernel))) to_score.push_back(kernel);
+  }
+  // The kernels the search scored are scored already on this data with these options: a given
+  // kernel that contains one also starts its fits from that one's optima (ScoreKernels picks the
+  // largest contained; core/score.h NestedParent), in-process and in the ScoreRequest alike. So
+  // its MLL is not below that of a kept kernel it contains, and it need not find that basin
+  // again from its random starts.
+  ScoreOptions compare_options = score_options;
+  for (const auto& [text, score] : searched) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
+    if (!kernel.ok()) return ReportError(kernel.status());
+    compare_options.nested_parents.push_back(
+        {*std::move(kernel), std::make_shared<const KernelScore>(score)});
+  }
+  std::vector<KernelScore> scored;
+  if (!to_score.empty()) {
+    absl::StatusOr<std::vector<KernelScore>> scores =
+        (*backend)->Score(*data, to_score, compare_options, progress.callback());
+    if (!scores.ok()) return ReportError(scores.status());
+    scored = *std::move(scores);
+    stage_done("scores");
+  }
+  for (const KernelExpr& kernel : kernels) {
+    auto it = searched.find(ToString(kernel));
+    if (it != searched.end()) {
+      in.scores.push_back(it->second);
+      continue;
+    }
+    auto same = [&](const KernelScore& s) { return s.kernel == ToString(kernel); };
+    auto found = std::find_if(scored.begin(), scored.end(), same);
+    if (found != scored.end()) in.scores.push_back(*found);
+  }
+  if (in.search) {
+    in.chosen = in.search->best;
+    auto same = [&](const KernelScore& s) { return s.kernel == in.chosen.kernel; };
+    if (std::none_of(in.scores.begin(), in.scores.end(), same)) in.scores.push_back(in.chosen);
+  } else {
+    const KernelScore* best = nullptr;
+    for (const KernelScore& s : in.scores) {
+      auto it = s.metrics.find(metric);
+      if (it == s.metrics.end()) continue;
+      if (best == nullptr || it->second > best->metrics.at(metric)) best = &s;
+    }
+    if (best == nullptr) {
+      return ReportError(absl::FailedPreconditionError(
+          absl::StrCat("no kernel has a defined ", metric, " (try --metric lap0)")));
+    }
+    in.chosen = *best;
+  }
+  absl::StatusOr<KernelExpr> chosen_kernel = ParseKernel(in.chosen.kernel);
+  if (!chosen_kernel.ok()) return ReportError(chosen_kernel.status());
+
+  // 3. The chosen kernel's posterior at its fit for the metric: on a grid (with the summands)
+  //    and at the data (residuals). The values are given, so nothing is refitted.
+  const FitResult* fit = report::FitForMetric(in.chosen, metric);
+  if (fit == nullptr) return ReportError(absl::InternalError("the chosen kernel has no fit"));
+  PredictOptions predict_options;
+  predict_options.hyperparameters = fit->values;
+  predict_options.fit = score_options;
+  predict_options.fit.standardize = in.chosen.standardized;
+  in.grid = report::FitGrid(*data);
+  if (in.grid.rows() > 0) {
+    predict_options.components = true;
+    absl::StatusOr<PredictResult> on_grid =
+        (*backend)->Predict(*data, *chosen_kernel, in.grid, predict_options, progress.callback());
+    if (!on_grid.ok()) return ReportError(on_grid.status());
+    in.on_grid = *std::move(on_grid);
+  }
+  predict_options.components = false;
+  absl::StatusOr<PredictResult> on_data =
+      (*backend)->Predict(*data, *chosen_kernel, data->x, predict_options, progress.callback());
+  if (!on_data.ok()) return ReportError(on_data.status());
+  in.on_data = *std::move(on_data);
+  stage_done("predict");
+
+  // 4. The evidence of the chosen kernel, with its samples (figure "laplace", log Z in
+  //    "metrics").
+  if (flags.evidence) {
+    EvidenceOptions evidence_options;
+    evidence_options.sampling.dlogz = flags.dlogz;
+    evidence_options.sampling.num_live = flags.nlive;
+    evidence_options.sampling.seed = flags.fit.seed;
+    evidence_options.sampling.return_samples = true;
+    evidence_options.importance.return_samples = true;
+    evidence_options.importance.seed = flags.fit.seed;
+    evidence_options.standardize = in.chosen.standardized;
+    evidence_options.hyperparameters = *settings;
+    evidence_options.scale_x = *scale_x;
+    evidence_options.method = *evidence_method;
+    if (absl::Status s = evidence_options.Validate(); !s.ok()) return ReportError(s);
+    absl::StatusOr<EvidenceResult> evidence =
+        (*backend)->Evidence(*data, *chosen_kernel, evidence_options, progress.callback());
+    if (!evidence.ok()) return ReportError(evidence.status());
+    in.evidence = *std::move(evidence);
+    stage_done("evidence");
+  }
+  progress.Finish();
+
+  const std::vector<std::string> header = HeaderNames(flags.fit.data_path);
+  const std::string x_name = flags.x_label.empty()
+                                 ? (header.size() >= 2 && data->num_dims() == 1 ? header[0] : "x")
+                                 : flags.x_label;
+  const std::string y_name =
+      flags.y_label.empty() ? (header.size() >= 2 ? header.back() : "y") : flags.y_label;
+  in.units.x = flags.x_unit.empty() ? report::UnitFromColumnName(x_name) : flags.x_unit;
+  in.units.y = flags.y_unit;
+  // x's columns by name for a pinned kernel's words ("SE[1]": "in <name of column 1>").
+  if (header.size() == static_cast<size_t>(data->num_dims()) + 1) {
+    in.units.x_columns.assign(header.begin(), header.end() - 1);
+  }
+  in.x_label = Labelled(x_name, flags.x_label.empty() && flags.x_unit.empty() ? "" : flags.x_unit);
+  in.y_label = Labelled(y_name, flags.y_unit);
+  in.title = flags.fit.data_path == "-" ? "stdin" : flags.fit.data_path;
+  in.title = in.title.substr(in.title.find_last_of('/') + 1);
+
+  absl::StatusOr<report::ReportResult> result = report::WriteReport(in, report_options);
+  if (!result.ok()) return ReportError(result.status());
+  stage_done("figures");
+  // What the comparison cost: kernels whose scores came with the search (and the seconds the
+  // search spent on the kept ones besides its best, inside its stage), kernels fitted for it.
+  double kept_seconds = 0.0;
+  if (in.search) {
+    for (const SearchStep& step : in.search->steps) {
+      if (step.kept_score && step.kept_score->kernel != in.search->best.kernel) {
+        kept_seconds += step.kept_score->seconds;
+      }
+    }
+  }
+  std::cout << result->Summary()
+            << absl::StrFormat(
+                   "kernels compared: %d scored by the search (its kept kernels' scores took "
+                   "%.2f s), %d scored for the report\n",
+                   in.scores.size() - to_score.size(), kept_seconds, to_score.size());
+  // Which of the search's kernels started each one scored for the report, and where its winning
+  // starts came from (bench/RESULTS.md reads whether the nested starts won).
+  auto winning_start = [](const std::optional<FitResult>& fit) -> std::string {
+    if (!fit) return "-";
+    const std::string kind(StartKindName(fit->best_start_kind));
+    return fit->best_start_origin.empty() ? kind
+                                          : absl::StrCat(kind, " (", fit->best_start_origin, ")");
+  };
+  for (const KernelScore& score : scored) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(score.kernel);
+    if (!kernel.ok()) continue;
+    std::vector<std::string> parents;
+    for (const NestedParent& parent :
+         LargestContainedParents(*kernel, compare_options.nested_parents)) {
+      parents.push_back(ToString(parent.kernel));
+    }
+    std::cout << absl::StrFormat(
+        "  %s: also started from the optima of %s; winning starts: MLL %s, MAP %s\n",
+        score.kernel, parents.empty() ? "none" : absl::StrJoin(parents, ", "),
+        winning_start(score.mll_fit), winning_start(score.map_fit));
+  }
+  std::cout << "seconds:";
+  for (const auto& [stage, seconds] : stage_seconds) {
+    std::cout << absl::StrFormat(" %s %.2f", stage, seconds);
+  }
+  std::cout << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner SetupReport(CLI::App& sub) {
+  auto flags = std::make_shared<ReportFlags>();
+  AddDataFlag(sub, flags->fit);
+  sub.add_option("--kernel", flags->fit.kernels,
+                 "kernel expression to compare (repeatable); the best by --metric is reported "
+                 "unless --search is given");
+  sub.add_option("--out", flags->out_dir, "folder for report.html and the figures (created)")
+      ->required();
+  sub.add_flag("--search", flags->search,
+               "choose the kernel by Compositional Kernel Search (--base, --depth, --beam); the "
+               "kernels kept at each step are compared with any --kernel");
+  sub.add_option("--base", flags->base, "search: comma-separated base kernels")
+      ->capture_default_str();
+  sub.add_option("--depth", flags->depth, "search: at most this many base kernels")
+      ->capture_default_str();
+  sub.add_option("--beam", flags->beam, "search: kernels kept per step")->capture_default_str();
+  sub.add_option("--metric", flags->metric,
+                 "the metric that chooses: mll, map, aic, bic, lap, lap0, lap_aic, lap_bic")
+      ->capture_default_str();
+  sub.add_option("--threads", flags->threads,
+                 "threads (0 = one per core); results do not "
+                 "depend on it")
+      ->capture_default_str();
+  sub.add_flag("--evidence", flags->evidence,
+               "also compute the chosen kernel's log evidence by nested sampling, for log Z "
+               "in the metrics figure and the samples under the Laplace ellipse");
+  sub.add_option("--method", flags->evidence_method,
+                 "evidence: nested, importance or auto (core/evidence.h)")
+      ->capture_default_str();
+  sub.add_option("--dlogz", flags->dlogz, "evidence: stop when the remaining log Z is below this")
+      ->capture_default_str();
+  sub.add_option("--nlive", flags->nlive, "evidence: live points (0 = automatic)")
+      ->capture_default_str();
+  sub.add_option("--pair", flags->pair,
+                 "two parameter names NAME,NAME for the Laplace figure (default: the most "
+                 "correlated pair)");
+  sub.add_option("--x-label", flags->x_label, "x axis title (default: the CSV header's)");
+  sub.add_option("--y-label", flags->y_label, "y axis title (default: the CSV header's)");
+  sub.add_option("--x-unit", flags->x_unit,
+                 "unit of x for the words, plural (default: guessed from a header such as "
+                 "'year' → years)");
+  sub.add_option("--y-unit", flags->y_unit, "unit of y (e.g. ppm)");
+  sub.add_option("--width", flags->width, "figure width in pixels")->capture_default_str();
+  sub.add_option("--height", flags->height, "figure height in pixels")->capture_default_str();
+  AddFitFlags(sub, flags->fit);
+  // The report writes files; `score --json` and `search --json` print its numbers.
+  sub.remove_option(sub.get_option("--json"));
+  AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
+  return [flags, &sub] {
+    std::string command = "gpsel report";
+    for (const CLI::Option* option : sub.get_options()) {
+      if (option->count() == 0 || option->get_name() == "--help") continue;
+      for (const std::string& value : option->results()) {
+        absl::StrAppend(&command, " ", option->get_name(),
+                        option->get_expected_min() == 0 ? "" : absl::StrCat(" ", value));
+      }
+    }
+    return RunReport(*flags, command);
+  };
+}
+
+}  // namespace gpsel::cli

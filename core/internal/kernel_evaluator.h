@@ -1,0 +1,102 @@
+// Internal: evaluates a kernel expression tree and its exact first and second derivatives with
+// respect to the raw hyperparameters, on precomputed pairwise input geometry.
+//
+// Base kernels (d = |x − x'|, natural parameters θ = softplus(r)):
+//   SE    exp(−d²/2ℓ²)              MAT12  exp(−d/ℓ)
+//   MAT32 (1+z)e^{−z}, z=√3d/ℓ      MAT52  (1+z+z²/3)e^{−z}, z=√5d/ℓ
+//   LIN   v·x·x'                    PER    exp(−2 sin²(πd/p)/ℓ²)
+//   RQ    (1+d²/2αℓ²)^{−α}          C      c
+// Sums add derivatives; products use the product rule with "product of the other operands"
+// computed without division (a LIN factor can be exactly zero).
+#ifndef GPSEL_CORE_KERNEL_EVALUATOR_H_
+#define GPSEL_CORE_KERNEL_EVALUATOR_H_
+
+#include <map>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "gpsel/core/kernel_expr.h"
+
+namespace gpsel::internal {
+
+// Pairwise input quantities for one (x1, x2) pair of input sets, per active dimension. Only the
+// quantities some base kernel on that dimension reads are filled (the others stay empty).
+struct PairGeometry {
+  struct ForDim {
+    Eigen::MatrixXd squared_distance;  // d²   (SE, RQ)
+    Eigen::MatrixXd distance;          // d    (MAT12, MAT32, MAT52, PER)
+    Eigen::MatrixXd dot;               // x·x' (LIN)
+  };
+  std::map<int, ForDim> by_dim;  // key: active_dim (−1 = all columns)
+  Eigen::Index rows = 0, cols = 0;
+  // x1 and x2 are the same inputs: every matrix is symmetric, so the transcendental functions
+  // (exp, sin, log1p) are evaluated on the upper triangle only and mirrored.
+  bool symmetric = false;
+};
+
+class KernelEvaluator {
+ public:
+  explicit KernelEvaluator(const KernelExpr& kernel);
+
+  int num_parameters() const { return num_parameters_; }
+  PairGeometry MakeGeometry(const Eigen::MatrixXd& x1, const Eigen::MatrixXd& x2) const;
+  // The geometry between rows [row0, row0 + rows) of x1 and [col0, col0 + cols) of x2 into `out`
+  // (its storage reused when the sizes match): a tile small enough for the kernel tree to be
+  // evaluated in cache. Symmetric when it is a diagonal block of one input set. Entry for entry
+  // the same numbers as MakeGeometry's.
+  void MakeGeometryBlock(const Eigen::MatrixXd& x1, Eigen::Index row0, Eigen::Index rows,
+                         const Eigen::MatrixXd& x2, Eigen::Index col0, Eigen::Index cols,
+                         PairGeometry* out) const;
+
+  // Per-node value and first derivatives for the parameters in the node's subtree.
+  struct NodeValue {
+    Eigen::MatrixXd k;
+    std::vector<Eigen::MatrixXd> dk;  // aligned with Node::params
+  };
+  // Evaluates every node bottom-up (root last). `raw` holds the kernel parameters.
+  void Evaluate(const PairGeometry& geometry, const Eigen::VectorXd& raw, bool with_gradient,
+                std::vector<NodeValue>* values) const;
+  const NodeValue& Root(const std::vector<NodeValue>& values) const { return values[root_]; }
+  NodeValue& Root(std::vector<NodeValue>& values) const { return values[root_]; }
+
+  // ∂²K/∂r_i∂r_j of the root; false when identically zero (then `out` is untouched).
+  bool SecondDerivative(const PairGeometry& geometry, const Eigen::VectorXd& raw,
+                        const std::vector<NodeValue>& values, int i, int j,
+                        Eigen::MatrixXd* out) const;
+
+ private:
+  struct Node {
+    KernelExpr::Kind kind;
+    BaseKernel base;
+    int active_dim;
+    std::vector<int> children;
+    int first_param = 0;      // leaves: index of their first parameter
+    std::vector<int> params;  // all parameters in the subtree, ascending
+  };
+  int Build(const KernelExpr& expr);
+  int Position(const Node& node, int param) const;  // index in node.params or −1
+  int ChildHolding(const Node& node, int param) const;
+  void EvaluateLeaf(const Node& leaf, const PairGeometry& geometry, const Eigen::VectorXd& raw,
+                    bool with_gradient, NodeValue* value) const;
+  void LeafSecondDerivative(const Node& leaf, const PairGeometry& geometry,
+                            const Eigen::VectorXd& raw, int a, int b, Eigen::MatrixXd* out) const;
+  bool NodeSecondDerivative(int node, const PairGeometry& geometry, const Eigen::VectorXd& raw,
+                            const std::vector<NodeValue>& values, int i, int j,
+                            Eigen::MatrixXd* out) const;
+
+  // Which pairwise quantities the base kernels on each active dimension read.
+  struct GeometryUse {
+    bool squared_distance = false;
+    bool distance = false;
+    bool dot = false;
+  };
+  std::map<int, GeometryUse> geometry_use_;
+  std::vector<Node> nodes_;
+  int root_ = 0;
+  int num_parameters_ = 0;
+};
+
+}  // namespace gpsel::internal
+
+#endif  // GPSEL_CORE_KERNEL_EVALUATOR_H_

@@ -1,0 +1,38 @@
+// PrepareModel: the one prologue of every core workflow (score, evidence, predict, the search's
+// evidence scorer): check the data, standardise y, scale x into the model's units, and build the
+// GpModel. Internal to core; callers outside core go through ScoreKernel, ComputeEvidence or
+// FitAndPredict.
+//
+//   absl::StatusOr<PreparedModel> prepared =
+//       PrepareModel(data, kernel, options.standardize, options.scale_x, options.hyperparameters);
+//   const GpModel& gp = prepared->model;
+#ifndef GPSEL_CORE_PREPARED_MODEL_H_
+#define GPSEL_CORE_PREPARED_MODEL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
+
+namespace gpsel {
+
+struct PreparedModel {
+  Standardization standardization;  // of y (applied or not)
+  double x_factor = 1.0;            // model x = user x / x_factor (ScaleInputs)
+  std::string x_scale_reason;       // "as given", "given", "auto: ..."
+  GpModel model;                    // on the scaled x and standardised y
+};
+
+// INVALID_ARGUMENT for a bad dataset (ValidateDataset), a constant y with standardize, a bad x
+// scaling, or settings that do not fit the kernel (GpModel::Create).
+absl::StatusOr<PreparedModel> PrepareModel(const Dataset& data, const KernelExpr& kernel,
+                                           bool standardize, const XScaling& scale_x,
+                                           const HyperparameterSettings& settings);
+
+}  // namespace gpsel
+
+#endif  // GPSEL_CORE_PREPARED_MODEL_H_

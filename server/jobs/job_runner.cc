@@ -1,0 +1,447 @@
+// JobRunner; see job_runner.h.
+#include "gpsel/server/jobs/job_runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <list>
+#include <system_error>
+#include <iostream>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpsel {
+namespace {
+
+std::string DefaultWorkerPrefix() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] ? host : "gpsel", "-", getpid());
+}
+
+// The store's status of a task that did not succeed, as the job's error: the task's own code,
+// with its message naming it.
+absl::Status TaskError(const Job& task) {
+  absl::StatusCode code = task.error_code == 0 ? absl::StatusCode::kUnknown
+                                               : static_cast<absl::StatusCode>(task.error_code);
+  // A task abandoned after max_attempts carries ABORTED, which from the job's executor would
+  // read as "this worker lost the job's lease" and leave the job to be re-run for nothing.
+  if (code == absl::StatusCode::kAborted) code = absl::StatusCode::kInternal;
+  return absl::Status(code, absl::StrCat("task ", task.task_index, " of batch '", task.task_batch,
+                                         "' (", task.kind, ", ", task.id, "): ",
+                                         task.error_message));
+}
+
+// A job store error met while a job waits for its tasks, as the job's error. ABORTED
+// (PostgreSQL's serialization failures) and CANCELLED (a statement timeout) mean something else
+// coming out of an executor — a lost lease, a cancelled job — so they become INTERNAL.
+absl::Status StoreErrorForJob(const absl::Status& status) {
+  if (!absl::IsAborted(status) && !absl::IsCancelled(status)) return status;
+  return absl::InternalError(absl::StrCat("job store: ", std::string(status.message())));
+}
+
+}  // namespace
+
+// JobTasks for one job run by one worker of this runner.
+class JobRunner::Tasks final : public JobTasks {
+ public:
+  Tasks(JobRunner* runner, const Job& job, const std::string& worker_id)
+      : runner_(runner), job_(job), worker_id_(worker_id) {}
+
+  absl::StatusOr<std::vector<std::string>> Run(std::string_view batch, std::string_view kind,
+                                               const std::vector<std::string>& requests,
+                                               int local_parallelism,
+                                               const ProgressCallback& progress) override {
+    if (job_.is_task()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", job_.id, " cannot split its work into tasks"));
+    }
+    if (local_parallelism < 1) {
+      return absl::InvalidArgumentError("local_parallelism: must be at least 1");
+    }
+    JobStore* store = runner_->store_;
+    const int n = static_cast<int>(requests.size());
+    const std::string batch_name(batch);
+
+    // Shared with the tasks this worker runs, each on a thread of its own.
+    std::mutex mutex;
+    std::condition_variable local_done;
+    std::vector<double> fractions(n, 0.0);  // per task, never decreasing
+    std::string message = absl::StrCat(batch_name, ": submitting ", n, " tasks");
+    absl::Status abandoned;  // non-OK once the job stops waiting: the local tasks stop with it
+    struct LocalTask {
+      std::thread thread;
+      bool finished = false;
+    };
+    std::list<LocalTask> local;
+    int local_running = 0;
+
+    // The tasks' mean progress, told to the job's callback, whose answer (cancelled, server
+    // stopping, lease lost) stops the waiting. Called with `mutex` held.
+    auto report = [&](const std::string& text) -> absl::Status {
+      if (!abandoned.ok()) return abandoned;
+      if (!progress) return absl::OkStatus();
+      Progress p;
+      p.stage = "tasks";
+      double sum = 0.0;
+      for (double f : fractions) sum += f;
+      p.fraction = sum / n;
+      p.message = text;
+      abandoned = progress(p);
+      return abandoned;
+    };
+    // What a local task hears from its job: nothing while the job waits; the job's stop
+    // otherwise — cancelled, or released at shutdown — except when this worker lost the job's
+    // lease: the task's own lease still holds and its result serves whoever re-runs the job.
+    auto job_says = [&]() -> absl::Status {
+      return absl::IsAborted(abandoned) ? absl::OkStatus() : abandoned;
+    };
+    // The job ends with `status` (a failed task, a store error): its unfinished local tasks are
+    // of no use any more and stop as cancelled.
+    auto fail_job = [&](absl::Status status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (abandoned.ok()) {
+        abandoned = absl::CancelledError(
+            absl::StrCat("its job failed: ", std::string(status.message())));
+      }
+      return status;
+    };
+    // Waits up to the poll interval, less when a local task ends or the runner stops; reports
+    // first, so that a cancellation or shutdown is heard while the store is unreachable too.
+    auto wait_a_while = [&]() -> absl::Status {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (absl::Status s = report(message); !s.ok()) return s;
+      const int running_before = local_running;
+      local_done.wait_for(lock, absl::ToChronoMilliseconds(runner_->options_.poll_interval), [&] {
+        return local_running < running_before || runner_->stopping_.load();
+      });
+      return absl::OkStatus();
+    };
+    // Joins the local tasks that have finished (all of them with `all`, on the way out).
+    auto join_local = [&](bool all) {
+      for (auto it = local.begin(); it != local.end();) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!all && !it->finished) {
+            ++it;
+            continue;
+          }
+        }
+        if (it->thread.joinable()) it->thread.join();
+        it = local.erase(it);
+      }
+    };
+    // Declared after everything the local tasks use, so they are joined before any of it goes.
+    struct JoinOnExit {
+      std::function<void()> join;
+      ~JoinOnExit() { join(); }
+    } join_on_exit{[&] { join_local(true); }};
+
+    // The batch, stored once: a re-run of the job finds it with the results so far.
+    while (true) {
+      absl::StatusOr<std::vector<Job>> submitted =
+          store->SubmitTasks(job_.id, batch, kind, requests);
+      if (submitted.ok()) break;
+      if (absl::IsCancelled(submitted.status())) return submitted.status();  // job cancelled
+      if (!absl::IsUnavailable(submitted.status())) {
+        return StoreErrorForJob(submitted.status());
+      }
+      if (absl::Status s = wait_a_while(); !s.ok()) return s;
+    }
+
+    while (true) {
+      join_local(false);
+      absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(job_.id, batch, false);
+      if (!tasks.ok()) {
+        // The store briefly unreachable: wait; the heartbeat decides whether the job is lost.
+        if (!absl::IsUnavailable(tasks.status())) {
+          return fail_job(StoreErrorForJob(tasks.status()));
+        }
+        if (absl::Status s = wait_a_while(); !s.ok()) return s;
+        continue;
+      }
+      if (static_cast<int>(tasks->size()) != n) {
+        return fail_job(absl::InternalError(absl::StrCat(
+            "job ", job_.id, ": batch '", batch_name, "' has ", tasks->size(), " tasks, not ", n)));
+      }
+      int succeeded = 0, running = 0;
+      for (const Job& task : *tasks) {
+        if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
+          CancelUnfinished(*tasks);
+          return fail_job(TaskError(task));
+        }
+        succeeded += task.state == JobState::kSucceeded;
+        running += task.state == JobState::kRunning;
+      }
+      if (succeeded == n) break;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (const Job& task : *tasks) {
+          double& f = fractions[task.task_index];
+          f = std::max(f, task.state == JobState::kSucceeded ? 1.0 : task.progress);
+        }
+        message = absl::StrCat(batch_name, ": ", succeeded, " of ", n, " tasks done, ", running,
+                               " running");
+        // A cancelled job's tasks were cancelled with it (JobStore::RequestCancel); at shutdown
+        // or with the job's lease lost they carry on elsewhere: nothing to cancel here.
+        if (absl::Status s = report(message); !s.ok()) return s;
+      }
+      // Run tasks here, up to local_parallelism at once; each one's progress counts towards the
+      // job's, and the job's stop stops it (job_says).
+      while (true) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (local_running >= local_parallelism || !abandoned.ok() ||
+              runner_->stopping_.load()) {
+            break;
+          }
+        }
+        absl::StatusOr<std::optional<Job>> mine =
+            store->ClaimTask(job_.id, batch, worker_id_, runner_->options_.lease);
+        if (!mine.ok() && !absl::IsUnavailable(mine.status())) {
+          return fail_job(StoreErrorForJob(mine.status()));
+        }
+        if (!mine.ok() || !mine->has_value()) break;
+        std::unique_lock<std::mutex> lock(mutex);
+        ++local_running;
+        LocalTask& slot = local.emplace_back();
+        auto body = [&, task = **mine] {  // `slot` by reference too: list elements stay put
+          const int index = task.task_index;
+          const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!p.poll_only && index >= 0 && index < n) {
+              fractions[index] = std::max(fractions[index], p.fraction);
+              if (abandoned.ok()) {
+                report(absl::StrCat(message, "; here: task ", index, ": ",
+                                    p.message.empty() ? p.stage : p.message))
+                    .IgnoreError();  // a stop reaches this task through job_says
+              }
+            }
+            return job_says();
+          };
+          runner_->RunOne(worker_id_, task, outer);
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            --local_running;
+            slot.finished = true;
+          }
+          local_done.notify_all();
+        };
+        try {
+          slot.thread = std::thread(body);
+        } catch (const std::system_error&) {
+          // No thread to be had: this worker runs the task itself.
+          slot.finished = true;
+          --local_running;
+          lock.unlock();
+          runner_->RunOne(worker_id_, **mine, [&](const Progress&) -> absl::Status {
+            std::lock_guard<std::mutex> inner(mutex);
+            return job_says();
+          });
+        }
+      }
+      if (absl::Status s = wait_a_while(); !s.ok()) return s;
+    }
+    while (true) {
+      absl::StatusOr<std::vector<Job>> done = store->ListTasks(job_.id, batch, true);
+      if (!done.ok()) {
+        if (!absl::IsUnavailable(done.status())) return StoreErrorForJob(done.status());
+        if (absl::Status s = wait_a_while(); !s.ok()) return s;
+        continue;
+      }
+      std::vector<std::string> results;
+      results.reserve(n);
+      for (Job& task : *done) {
+        // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
+        if (task.state != JobState::kSucceeded) return TaskError(task);
+        results.push_back(std::move(task.result));
+      }
+      return results;
+    }
+  }
+
+ private:
+  // Best effort: the store also stops a task whose job has ended (Heartbeat, Claim).
+  void CancelUnfinished(const std::vector<Job>& tasks) {
+    for (const Job& task : tasks) {
+      if (!IsTerminal(task.state)) runner_->store_->RequestCancel(task.id).status().IgnoreError();
+    }
+  }
+
+  JobRunner* runner_;
+  const Job& job_;
+  const std::string& worker_id_;
+};
+
+JobRunner::JobRunner(JobStore* store, std::shared_ptr<const JobKindRegistry> kinds,
+                     JobRunnerOptions options, ServiceMetrics* metrics)
+    : store_(store), kinds_(std::move(kinds)), options_(std::move(options)), metrics_(metrics) {
+  if (options_.worker_prefix.empty()) options_.worker_prefix = DefaultWorkerPrefix();
+}
+
+JobRunner::~JobRunner() { Stop(); }
+
+void JobRunner::Start() {
+  for (int i = 0; i < options_.workers; ++i) {
+    worker_ids_.push_back(absl::StrCat(options_.worker_prefix, "-w", i));
+    threads_.emplace_back([this, id = worker_ids_.back()] { WorkerLoop(id); });
+  }
+}
+
+void JobRunner::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++wake_tokens_;
+  }
+  wake_.notify_one();
+}
+
+void JobRunner::Stop() {
+  if (stopping_.exchange(true)) return;
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  for (const std::string& id : worker_ids_) {
+    absl::StatusOr<int64_t> released = store_->ReleaseLeases(id);
+    if (!released.ok()) {
+      std::cerr << "gpsel-server: releasing leases of " << id << ": " << released.status() << "\n";
+    }
+  }
+}
+
+void JobRunner::WorkerLoop(const std::string& worker_id) {
+  while (!stopping_.load()) {
+    absl::StatusOr<std::optional<Job>> claimed = store_->Claim(worker_id, options_.lease);
+    if (claimed.ok() && claimed->has_value()) {
+      RunOne(worker_id, **claimed);
+      continue;  // more work may be waiting
+    }
+    if (!claimed.ok()) {
+      std::cerr << "gpsel-server: claiming a job: " << claimed.status() << "\n";
+    }
+    IdleWait();
+  }
+}
+
+void JobRunner::IdleWait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.poll_interval),
+                 [this] { return stopping_.load() || wake_tokens_ > 0; });
+  if (wake_tokens_ > 0) --wake_tokens_;
+}
+
+void JobRunner::RunOne(const std::string& worker_id, const Job& job,
+                       const ProgressCallback& outer) {
+  const auto start = std::chrono::steady_clock::now();
+  running_.fetch_add(1);
+  if (metrics_) metrics_->JobStarted(job.kind);
+
+  // Shared between the numerics (progress callback) and the heartbeat thread.
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    double fraction = 0.0;
+    std::string message;
+    std::atomic<bool> cancel_requested{false};
+    std::atomic<bool> lost_lease{false};
+  } shared;
+
+  std::thread heartbeat([&] {
+    // At least every second: the heartbeat is how a cancel from any replica reaches this worker
+    // (issue: a cancelled job frees its worker within about a second), and a lease survives two
+    // missed heartbeats.
+    const absl::Duration interval = std::min(options_.lease / 3, absl::Seconds(1));
+    std::unique_lock<std::mutex> lock(shared.mutex);
+    while (!shared.done) {
+      shared.done_cv.wait_for(lock, absl::ToChronoMilliseconds(interval));
+      if (shared.done) break;
+      const double fraction = shared.fraction;
+      const std::string message = shared.message;
+      lock.unlock();
+      absl::StatusOr<HeartbeatResponse> beat =
+          store_->Heartbeat(job.id, job.attempts, fraction, message, options_.lease);
+      lock.lock();
+      if (beat.ok()) {
+        if (beat->cancel_requested) shared.cancel_requested = true;
+      } else if (absl::IsAborted(beat.status()) || absl::IsNotFound(beat.status())) {
+        shared.lost_lease = true;  // someone else owns the job now: stop, publish nothing
+      }
+    }
+  });
+
+  ProgressCallback progress = [&](const Progress& p) -> absl::Status {
+    if (!p.poll_only) {
+      std::lock_guard<std::mutex> lock(shared.mutex);
+      shared.fraction = p.fraction;
+      shared.message = p.message.empty() ? p.stage : p.message;
+    }
+    if (stopping_.load()) return absl::UnavailableError("server shutting down");
+    if (shared.lost_lease.load()) return absl::AbortedError("job lease lost");
+    if (shared.cancel_requested.load()) return absl::CancelledError("job cancelled");
+    return outer ? outer(p) : absl::OkStatus();
+  };
+  Tasks tasks(this, job, worker_id);
+
+  absl::StatusOr<std::string> result;
+  const JobKind* kind = kinds_ != nullptr ? kinds_->Find(job.kind) : nullptr;
+  if (kind == nullptr) {
+    // Permanent for this server: failing beats handing the job back to be claimed again and
+    // again (each claim counts towards max_attempts anyway).
+    const std::vector<std::string> known =
+        kinds_ != nullptr ? kinds_->names() : std::vector<std::string>();
+    result = absl::UnimplementedError(absl::StrCat(
+        "job kind '", job.kind, "' is not registered in this server (known kinds: ",
+        known.empty() ? std::string("none") : absl::StrJoin(known, ", "), ")"));
+  } else {
+    // std::bad_alloc fails this job (its allocations unwind with it), not the process with
+    // every other job and call on it. Permanent: the same request would run out again.
+    try {
+      result = kind->execute(job.request, progress, tasks);
+    } catch (const std::bad_alloc&) {
+      result = absl::ResourceExhaustedError(
+          "the server ran out of memory for this job; submit it with fewer likelihood calls or "
+          "points, or run it on a replica with more memory");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    shared.done = true;
+  }
+  shared.done_cv.notify_all();
+  heartbeat.join();
+
+  // Publish with the fencing token; a stale worker's publication is rejected (ABORTED).
+  std::string outcome;
+  absl::Status published = absl::OkStatus();
+  if (result.ok()) {
+    published = store_->Complete(job.id, job.attempts, *result);
+    outcome = "succeeded";
+  } else if (shared.lost_lease.load() || absl::IsAborted(result.status())) {
+    outcome = "lost_lease";
+  } else if (stopping_.load() && absl::IsUnavailable(result.status())) {
+    outcome = "released";  // Stop() releases the lease; another worker re-runs it
+  } else if (absl::IsCancelled(result.status())) {
+    published = store_->MarkCancelled(job.id, job.attempts);
+    outcome = "cancelled";
+  } else {
+    published = store_->Fail(job.id, job.attempts, result.status());
+    outcome = "failed";
+  }
+  if (!published.ok()) {
+    std::cerr << "gpsel-server: job " << job.id << " (" << outcome << "): " << published << "\n";
+    if (absl::IsAborted(published)) outcome = "lost_lease";
+  }
+  running_.fetch_sub(1);
+  if (metrics_) {
+    metrics_->JobFinished(
+        job.kind, outcome,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+
+}  // namespace gpsel

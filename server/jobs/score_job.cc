@@ -1,0 +1,114 @@
+// The score job kinds; see score_job.h.
+#include "gpsel/server/jobs/score_job.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+#include "gpsel/core/score.h"
+#include "gpsel/proto/bridge/convert.h"
+#include "gpsel/v1/job_tasks.pb.h"
+#include "gpsel/v1/model_selection.pb.h"
+
+namespace gpsel {
+
+absl::StatusOr<std::string> RunScoreJob(std::string_view request_bytes,
+                                        const ServiceLimits& limits,
+                                        const ProgressCallback& progress, JobTasks* tasks) {
+  v1::SubmitScoreRequest request;
+  if (!request.ParseFromArray(request_bytes.data(), static_cast<int>(request_bytes.size()))) {
+    return absl::DataLossError("score job: stored request does not parse");
+  }
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(request.score(), limits);
+  if (!valid.ok()) return valid.status();
+  KernelRoundScorer score_round;
+  if (tasks != nullptr) {
+    score_round = [&request, tasks](int round, const std::vector<KernelToScore>& entries,
+                                    const ProgressCallback& round_progress)
+        -> absl::StatusOr<std::vector<KernelScore>> {
+      std::vector<std::string> requests;
+      requests.reserve(entries.size());
+      for (const KernelToScore& entry : entries) {
+        v1::ScoreKernelTask task;
+        *task.mutable_score() = request.score();
+        bridge::NestedParentsToProto(entry.nested_parents, task.mutable_score());
+        task.set_kernel_index(static_cast<int>(entry.index));
+        requests.push_back(task.SerializeAsString());
+      }
+      // One kernel at a time on this worker: a kernel's fits use the request's threads already.
+      absl::StatusOr<std::vector<std::string>> results = tasks->Run(
+          absl::StrCat("round-", round), kScoreKernelJobKind, requests, 1, round_progress);
+      if (!results.ok()) return results.status();
+      std::vector<KernelScore> scores;
+      scores.reserve(results->size());
+      for (size_t k = 0; k < results->size(); ++k) {
+        v1::KernelScore score;
+        if (!score.ParseFromString((*results)[k])) {
+          return absl::DataLossError(absl::StrCat("score job: the score of kernels[",
+                                                  entries[k].index, "] does not parse"));
+        }
+        scores.push_back(bridge::FromProto(score));
+      }
+      return scores;
+    };
+  }
+  int failed = -1;
+  absl::StatusOr<std::vector<KernelScore>> scores =
+      ScoreKernels(valid->data, valid->kernels, valid->options, progress, &failed, score_round);
+  if (!scores.ok()) {
+    if (failed < 0) return scores.status();
+    return absl::Status(scores.status().code(), absl::StrCat("kernels[", failed, "]: ",
+                                                             scores.status().message()));
+  }
+  v1::KernelScoreList list;
+  for (const KernelScore& score : *scores) bridge::ToProto(score, list.add_scores());
+  return list.SerializeAsString();
+}
+
+absl::StatusOr<std::string> RunScoreKernelTask(std::string_view request_bytes,
+                                               const ServiceLimits& limits,
+                                               const ProgressCallback& progress) {
+  v1::ScoreKernelTask task;
+  if (!task.ParseFromArray(request_bytes.data(), static_cast<int>(request_bytes.size()))) {
+    return absl::DataLossError("score kernel: stored request does not parse");
+  }
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(task.score(), limits);
+  if (!valid.ok()) return valid.status();
+  const int index = task.kernel_index();
+  if (index < 0 || index >= static_cast<int>(valid->kernels.size())) {
+    return absl::DataLossError("score kernel: stored task names no kernel of its request");
+  }
+  // The request's nested_parents are this kernel's parents (RunScoreJob).
+  const ScoreOptions& options = valid->options;
+  absl::StatusOr<KernelScore> score =
+      ScoreKernel(valid->data, valid->kernels[index], options, progress);
+  if (!score.ok()) return score.status();
+  v1::KernelScore proto;
+  bridge::ToProto(*score, &proto);
+  return proto.SerializeAsString();
+}
+
+absl::Status RegisterScoreJobKinds(JobKindRegistry* registry, const ServiceLimits& limits) {
+  if (registry == nullptr) return absl::InvalidArgumentError("no job kind registry");
+  JobKind score;
+  score.name = kScoreJobKind;
+  score.execute = [limits](std::string_view request, const ProgressCallback& progress,
+                           JobTasks& tasks) { return RunScoreJob(request, limits, progress, &tasks); };
+  score.result_to_proto = [](std::string_view result, v1::Job* job) {
+    // Parsed aside and kept only when whole (see RegisterEvidenceJobKind).
+    v1::KernelScoreList parsed;
+    if (parsed.ParseFromArray(result.data(), static_cast<int>(result.size()))) {
+      *job->mutable_score_result() = std::move(parsed);
+    }
+  };
+  if (absl::Status s = registry->Register(std::move(score)); !s.ok()) return s;
+  JobKind kernel;
+  kernel.name = kScoreKernelJobKind;
+  kernel.execute = [limits](std::string_view request, const ProgressCallback& progress,
+                            JobTasks&) { return RunScoreKernelTask(request, limits, progress); };
+  return registry->Register(std::move(kernel));
+}
+
+}  // namespace gpsel

@@ -1,0 +1,684 @@
+// ModelSelectionServiceImpl; see service.h.
+#include "gpsel/server/service/service.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <new>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "gpsel/core/score.h"
+#include "gpsel/core/search.h"
+#include "gpsel/proto/bridge/convert.h"
+#include "gpsel/server/jobs/evidence_job.h"
+#include "gpsel/server/jobs/score_job.h"
+#include "gpsel/server/jobs/search_job.h"
+
+namespace gpsel {
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+// Stops the numerics of a call whose client went away or whose deadline passed.
+ProgressCallback CallCancellation(const std::atomic<bool>* cancelled, Clock::time_point deadline) {
+  return [cancelled, deadline](const Progress&) -> absl::Status {
+    if (cancelled->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("the client cancelled the call");
+    }
+    if (Clock::now() >= deadline) {
+      return absl::DeadlineExceededError("the call's deadline passed during the computation");
+    }
+    return absl::OkStatus();
+  };
+}
+
+// Runs a request's numerics. std::bad_alloc (the memory estimate was low, or other work holds
+// the memory) ends only that request, with RESOURCE_EXHAUSTED: the replica, its other calls and
+// its jobs go on (the allocations unwind with the request).
+absl::Status RunGuardingMemory(const std::function<absl::Status()>& work) {
+  try {
+    return work();
+  } catch (const std::bad_alloc&) {
+    return bridge::WithErrorInfo(
+        absl::ResourceExhaustedError(
+            "the server ran out of memory for this request; retry later, or send a smaller one"),
+        "OUT_OF_MEMORY");
+  }
+}
+
+// A core INVALID_ARGUMENT that the validator did not anticipate still names a field.
+absl::Status AttachField(absl::Status status, const std::string& field) {
+  if (absl::IsInvalidArgument(status) && bridge::FieldViolations(status).empty()) {
+    return bridge::InvalidField(field, std::string(status.message()));
+  }
+  return status;
+}
+
+// A request validated inside a Submit* wrapper names its fields relative to the wrapped request
+// ("dataset.y"); the caller sees them from its own message ("search.dataset.y").
+absl::Status PrefixFields(const absl::Status& status, const std::string& prefix) {
+  std::vector<std::pair<std::string, std::string>> violations = bridge::FieldViolations(status);
+  if (!absl::IsInvalidArgument(status) || violations.empty()) return status;
+  for (auto& [field, description] : violations) field = prefix + field;
+  return bridge::InvalidFields(violations);
+}
+
+// A unary call whose work runs on the worker pool: remembers cancellation for the numerics.
+class CpuUnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { delete this; }
+  void FinishWith(const absl::Status& status) { Finish(bridge::ToGrpcStatus(status)); }
+  const std::atomic<bool>* cancelled() const { return &cancelled_; }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+// Server-streaming Search: the worker thread pushes progress (coalesced: only the latest
+// progress waits while a write is in flight, so memory stays bounded) and then the final event.
+class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> {
+ public:
+  void OnCancel() override {
+    cancelled_.store(true);
+  }
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    writing_ = false;
+    if (!ok) {
+      // The stream is broken; stop the numerics and finish once the worker has reported.
+      write_failed_ = true;
+      cancelled_.store(true);
+    }
+    PumpLocked();
+  }
+  void OnDone() override { delete this; }
+
+  const std::atomic<bool>* cancelled() const { return &cancelled_; }
+
+  void PushProgress(const Progress& progress) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    v1::SearchResponse event;
+    bridge::ToProto(progress, event.mutable_progress());
+    pending_progress_ = std::move(event);
+    PumpLocked();
+  }
+
+  // The worker's last call: after it, the worker must not touch the reactor.
+  void PushFinal(std::optional<v1::SearchResponse> result, absl::Status status) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_progress_.reset();
+    pending_result_ = std::move(result);
+    final_status_ = std::move(status);
+    worker_done_ = true;
+    PumpLocked();
+  }
+
+ private:
+  void PumpLocked() {
+    if (writing_ || finished_) return;
+    if (!write_failed_) {
+      if (pending_progress_) {
+        current_ = std::move(*pending_progress_);
+        pending_progress_.reset();
+        writing_ = true;
+        StartWrite(&current_);
+        return;
+      }
+      if (pending_result_) {
+        current_ = std::move(*pending_result_);
+        pending_result_.reset();
+        writing_ = true;
+        StartWrite(&current_);
+        return;
+      }
+    }
+    if (worker_done_) {
+      finished_ = true;
+      Finish(write_failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream broken")
+                           : bridge::ToGrpcStatus(final_status_));
+    }
+  }
+
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  bool writing_ = false;
+  bool write_failed_ = false;
+  bool worker_done_ = false;
+  bool finished_ = false;
+  std::optional<v1::SearchResponse> pending_progress_;
+  std::optional<v1::SearchResponse> pending_result_;
+  absl::Status final_status_;
+  v1::SearchResponse current_;
+};
+
+std::string Fingerprint(const Job& job) {
+  return absl::StrCat(std::string(JobStateName(job.state)), "|", job.attempts, "|", job.progress, "|",
+                      job.progress_message, "|", job.cancel_requested);
+}
+
+}  // namespace
+
+// ---- WatchJob -----------------------------------------------------------------------------
+
+class WatchReactor;
+
+// One thread polls the store for every open WatchJob stream.
+class ModelSelectionServiceImpl::WatchHub {
+ public:
+  WatchHub(JobStore* store, absl::Duration interval) : store_(store), interval_(interval) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~WatchHub() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void Add(WatchReactor* reactor);
+  void Remove(WatchReactor* reactor) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reactors_.erase(reactor);
+  }
+  void Drain() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_ = true;
+    wake_.notify_all();
+  }
+
+ private:
+  void Loop();
+
+  JobStore* store_;
+  absl::Duration interval_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool draining_ = false;
+  std::set<WatchReactor*> reactors_;
+  std::thread thread_;
+};
+
+class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
+ public:
+  WatchReactor(ModelSelectionServiceImpl::WatchHub* hub, std::string id,
+               const JobKindRegistry* kinds)
+      : hub_(hub), id_(std::move(id)), kinds_(kinds) {}
+
+  // Called by the hub (with the hub's lock held, so the reactor cannot be deleted meanwhile).
+  void Poll(JobStore* store, bool draining) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (writing_ || finishing_) return;
+      if (draining) {
+        FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+        return;
+      }
+    }
+    absl::StatusOr<Job> job = store->GetJob(id_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (writing_ || finishing_) return;
+    if (!job.ok()) {
+      // A transient store error is retried at the next poll; anything else ends the stream.
+      if (!absl::IsUnavailable(job.status())) FinishLocked(bridge::ToGrpcStatus(job.status()));
+      return;
+    }
+    std::string fingerprint = Fingerprint(*job);
+    if (fingerprint == last_fingerprint_) return;
+    last_fingerprint_ = std::move(fingerprint);
+    JobToProto(*job, kinds_, response_.mutable_job());
+    terminal_ = IsTerminal(job->state);
+    writing_ = true;
+    StartWrite(&response_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+    } else if (terminal_) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!writing_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    // else OnWriteDone(false) follows and finishes.
+  }
+  void OnDone() override {
+    hub_->Remove(this);
+    delete this;
+  }
+
+ private:
+  void FinishLocked(const grpc::Status& status) {
+    if (finishing_) return;
+    finishing_ = true;
+    Finish(status);
+  }
+
+  ModelSelectionServiceImpl::WatchHub* hub_;
+  const std::string id_;
+  const JobKindRegistry* kinds_;
+  std::mutex mutex_;
+  bool writing_ = false;
+  bool finishing_ = false;
+  bool terminal_ = false;
+  std::string last_fingerprint_;
+  v1::WatchJobResponse response_;
+};
+
+void ModelSelectionServiceImpl::WatchHub::Add(WatchReactor* reactor) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reactors_.insert(reactor);
+  reactor->Poll(store_, draining_);  // the first event goes out at once
+}
+
+void ModelSelectionServiceImpl::WatchHub::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, absl::ToChronoMilliseconds(interval_));
+    if (stopping_) break;
+    // Poll a snapshot: a reactor finishing during the loop removes itself only after we let go
+    // of the lock, so every pointer here stays valid.
+    for (WatchReactor* reactor : reactors_) reactor->Poll(store_, draining_);
+  }
+}
+
+// ---- the service ----------------------------------------------------------------------------
+
+ModelSelectionServiceImpl::ModelSelectionServiceImpl(ServiceOptions options,
+                                                     BoundedWorkerPool* pool, JobStore* store,
+                                                     std::shared_ptr<const JobKindRegistry> kinds,
+                                                     JobRunner* runner, ServiceMetrics* metrics)
+    : options_(std::move(options)), pool_(pool), store_(store), kinds_(std::move(kinds)),
+      runner_(runner), metrics_(metrics),
+      watch_hub_(std::make_unique<WatchHub>(store, options_.watch_poll_interval)) {
+  pool_->SetObserver([this] { UpdatePoolMetrics(); });
+  UpdatePoolMetrics();
+}
+
+ModelSelectionServiceImpl::~ModelSelectionServiceImpl() = default;
+
+void ModelSelectionServiceImpl::StartDraining() {
+  draining_.store(true);
+  watch_hub_->Drain();
+}
+
+absl::Status ModelSelectionServiceImpl::Admit(grpc::CallbackServerContext* context) {
+  if (!options_.auth_token.empty()) {
+    const std::string& expected = options_.auth_token;
+    bool authorized = false;
+    auto range = context->client_metadata().equal_range("authorization");
+    for (auto it = range.first; it != range.second; ++it) {
+      const std::string given(it->second.data(), it->second.size());
+      // "<scheme> <token>": the scheme is case-insensitive (RFC 7235 §2.1), the token is not.
+      const size_t space = given.find(' ');
+      if (space == std::string::npos ||
+          absl::AsciiStrToLower(given.substr(0, space)) != "bearer") {
+        continue;
+      }
+      const size_t start = given.find_first_not_of(' ', space);
+      const std::string token = start == std::string::npos ? "" : given.substr(start);
+      // Compare every byte whatever the mismatch position (no timing hint about the token).
+      if (token.size() == expected.size()) {
+        unsigned char diff = 0;
+        for (size_t i = 0; i < token.size(); ++i) diff |= token[i] ^ expected[i];
+        authorized = authorized || diff == 0;
+      }
+    }
+    if (!authorized) {
+      if (metrics_) metrics_->RecordRejection("unauthenticated");
+      return absl::UnauthenticatedError(
+          "missing or wrong bearer token (metadata \"authorization: Bearer <token>\")");
+    }
+  }
+  if (draining_.load()) {
+    if (metrics_) metrics_->RecordRejection("draining");
+    return bridge::WithErrorInfo(absl::UnavailableError("server is shutting down; retry"),
+                                  "DRAINING");
+  }
+  return absl::OkStatus();
+}
+
+void ModelSelectionServiceImpl::UpdatePoolMetrics() {
+  if (metrics_) metrics_->SetWorkerPool(pool_->num_threads(), pool_->queued(), pool_->busy());
+}
+
+bool ModelSelectionServiceImpl::Schedule(std::function<void()> task, absl::Status* refusal) {
+  const bool accepted = pool_->TrySubmit(std::move(task));
+  if (!accepted) {
+    if (metrics_) metrics_->RecordRejection("queue_full");
+    *refusal = bridge::WithErrorInfo(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "server busy: all ", pool_->num_threads(), " workers are busy and ",
+            pool_->max_queued(), " requests are waiting; retry later")),
+        "QUEUE_FULL");
+  }
+  return accepted;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerContext* context,
+                                                           const v1::ScoreRequest* request,
+                                                           v1::ScoreResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  if (absl::Status s = Admit(context); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(*request, options_.limits);
+  if (!valid.ok()) {
+    reactor->FinishWith(valid.status());
+    return reactor;
+  }
+  auto work = std::make_shared<ValidScore>(*std::move(valid));
+  const Clock::time_point deadline = context->deadline();
+  absl::Status refusal;
+  const bool accepted = Schedule(
+      [reactor, response, work, deadline] {
+        ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
+        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
+          // It may have waited in the queue.
+          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
+          // Smaller kernels first, each feeding the fits of the larger ones that contain it.
+          int failed = 0;
+          absl::StatusOr<std::vector<KernelScore>> scores =
+              ScoreKernels(work->data, work->kernels, work->options, cancel, &failed);
+          if (!scores.ok()) {
+            return AttachField(scores.status(), absl::StrCat("kernels[", failed, "]"));
+          }
+          for (const KernelScore& score : *scores) bridge::ToProto(score, response->add_scores());
+          return absl::OkStatus();
+        });
+        if (!status.ok()) response->Clear();
+        reactor->FinishWith(status);
+      },
+      &refusal);
+  if (!accepted) reactor->FinishWith(refusal);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
+    grpc::CallbackServerContext* context, const v1::SearchRequest* request) {
+  auto* reactor = new SearchReactor();
+  if (absl::Status s = Admit(context); !s.ok()) {
+    reactor->PushFinal(std::nullopt, s);
+    return reactor;
+  }
+  absl::StatusOr<ValidSearch> valid = ValidateSearchRequest(*request, options_.limits);
+  if (!valid.ok()) {
+    reactor->PushFinal(std::nullopt, valid.status());
+    return reactor;
+  }
+  auto work = std::make_shared<ValidSearch>(*std::move(valid));
+  const Clock::time_point deadline = context->deadline();
+  absl::Status refusal;
+  const bool accepted = Schedule(
+      [reactor, work, deadline] {
+        ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
+        ProgressCallback progress = [reactor, &cancel](const Progress& p) -> absl::Status {
+          absl::Status s = cancel(p);
+          if (s.ok() && !p.poll_only) reactor->PushProgress(p);
+          return s;
+        };
+        std::optional<v1::SearchResponse> final_event;
+        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
+          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
+          absl::StatusOr<SearchResult> result = RunKernelSearch(work->data, work->options, progress);
+          if (!result.ok()) return AttachField(result.status(), "search");
+          final_event.emplace();
+          bridge::ToProto(*result, final_event->mutable_result());
+          return absl::OkStatus();
+        });
+        if (!status.ok()) final_event.reset();
+        reactor->PushFinal(std::move(final_event), status);
+      },
+      &refusal);
+  if (!accepted) reactor->PushFinal(std::nullopt, refusal);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServerContext* context,
+                                                             const v1::PredictRequest* request,
+                                                             v1::PredictResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  if (absl::Status s = Admit(context); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  absl::StatusOr<ValidPredict> valid = ValidatePredictRequest(*request, options_.limits);
+  if (!valid.ok()) {
+    reactor->FinishWith(valid.status());
+    return reactor;
+  }
+  auto work = std::make_shared<ValidPredict>(*std::move(valid));
+  const Clock::time_point deadline = context->deadline();
+  absl::Status refusal;
+  const bool accepted = Schedule(
+      [reactor, response, work, deadline] {
+        ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
+        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
+          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
+          absl::StatusOr<PredictResult> result =
+              FitAndPredict(work->data, work->kernel, work->x_new, work->options, cancel);
+          if (!result.ok()) {
+            const bool fitted = work->options.hyperparameters.empty();
+            return AttachField(result.status(), fitted ? "kernel" : "hyperparameters");
+          }
+          bridge::ToProto(*result, response);
+          return absl::OkStatus();
+        });
+        if (!status.ok()) response->Clear();
+        reactor->FinishWith(status);
+      },
+      &refusal);
+  if (!accepted) reactor->FinishWith(refusal);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
+    grpc::CallbackServerContext* context, const v1::SubmitEvidenceRequest* request,
+    v1::SubmitEvidenceResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  absl::Status status = Admit(context);
+  absl::StatusOr<ValidEvidence> valid =
+      status.ok() ? ValidateEvidenceRequest(*request, options_.limits) : status;
+  if (!valid.ok()) {
+    reactor->FinishWith(valid.status());
+    return reactor;
+  }
+  // Store the canonical kernel text so that listings show one spelling per kernel.
+  v1::SubmitEvidenceRequest stored = *request;
+  stored.set_kernel(ToString(valid->kernel));
+  reactor->FinishWith(SubmitJob(kEvidenceJobKind, absl::OkStatus(), "", stored, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
+    grpc::CallbackServerContext* context, const v1::SubmitSearchRequest* request,
+    v1::SubmitSearchResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  // Validated now, so that a bad request is refused at once rather than failing as a job; the
+  // job validates again when it runs (the limits may have changed by then).
+  absl::Status status = Admit(context);
+  if (status.ok()) status = ValidateSearchRequest(request->search(), options_.limits).status();
+  reactor->FinishWith(SubmitJob(kSearchJobKind, status, "search.", *request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitScore(
+    grpc::CallbackServerContext* context, const v1::SubmitScoreRequest* request,
+    v1::SubmitScoreResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  absl::Status status = Admit(context);
+  if (status.ok()) status = ValidateScoreRequest(request->score(), options_.limits).status();
+  reactor->FinishWith(SubmitJob(kScoreJobKind, status, "score.", *request, response));
+  return reactor;
+}
+
+template <typename Request, typename Response>
+absl::Status ModelSelectionServiceImpl::SubmitJob(std::string_view kind,
+                                                  const absl::Status& validation,
+                                                  const std::string& field_prefix,
+                                                  const Request& stored, Response* response) {
+  if (!validation.ok()) return PrefixFields(validation, field_prefix);
+  bool created = false;
+  absl::Status status =
+      StoreJob(kind, stored, stored.request_id(), response->mutable_job(), &created);
+  if (!status.ok()) {
+    response->Clear();
+    return status;
+  }
+  response->set_created(created);
+  return absl::OkStatus();
+}
+
+absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
+                                                 const google::protobuf::Message& stored,
+                                                 const std::string& request_id, v1::Job* job,
+                                                 bool* created) {
+  absl::StatusOr<SubmitResult> submitted = store_->Submit(
+      std::string(kind), stored.SerializeAsString(), request_id, options_.max_queued_jobs);
+  if (!submitted.ok()) {
+    absl::Status error = submitted.status();
+    if (IsStoreFull(error)) {
+      // Not a full queue: nothing was written, and retrying will not help until an operator
+      // frees space.
+      if (metrics_) metrics_->RecordRejection("store_full");
+      error = bridge::WithErrorInfo(error, "STORE_FULL");
+    } else if (absl::IsResourceExhausted(error)) {
+      if (metrics_) metrics_->RecordRejection("job_queue_full");
+      error = bridge::WithErrorInfo(error, "JOB_QUEUE_FULL");
+    }
+    return error;
+  }
+  if (!submitted->created) {
+    // The same key with a different request is a conflict, not a retry (AIP-155): say so
+    // instead of returning the other request's job as if it were this one's. (Keys are per
+    // kind of job, server/store/job_store.h Submit: a search and a score may share one.)
+    std::unique_ptr<google::protobuf::Message> earlier(stored.New());
+    if (!earlier->ParseFromString(submitted->job.request) ||
+        !google::protobuf::util::MessageDifferencer::Equals(*earlier, stored)) {
+      return bridge::WithErrorInfo(
+          absl::AlreadyExistsError(absl::StrCat(
+              "request_id: '", request_id, "' was used for a different request (job ",
+              submitted->job.id, "); use a new request_id for a new request")),
+          "IDEMPOTENCY_KEY_REUSED");
+    }
+  }
+  JobToProto(submitted->job, kinds_.get(), job);
+  *created = submitted->created;
+  if (submitted->created && runner_ != nullptr) runner_->Wake();
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                            const v1::GetJobRequest* request,
+                                                            v1::GetJobResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  absl::Status status = Admit(context);
+  absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
+  if (!id.ok()) {
+    reactor->FinishWith(id.status());
+    return reactor;
+  }
+  absl::StatusOr<Job> job = GetApiJob(*id);
+  if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
+  reactor->FinishWith(job.status());
+  return reactor;
+}
+
+absl::StatusOr<Job> ModelSelectionServiceImpl::GetApiJob(const std::string& id) {
+  absl::StatusOr<Job> job = store_->GetJob(id);
+  // A task is a part of its job (an evidence run, a search candidate), run and cancelled with
+  // it; ListJobs does not show tasks, and neither do the calls that take a job's name.
+  if (job.ok() && job->is_task()) {
+    return absl::NotFoundError(absl::StrCat("job ", id, " not found (it is a task of job ",
+                                            job->parent_id, ")"));
+  }
+  return job;
+}
+
+grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+  absl::Status status = Admit(context);
+  absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
+  if (id.ok()) {
+    // Unknown jobs fail at once with NOT_FOUND rather than on the first poll.
+    absl::StatusOr<Job> job = GetApiJob(*id);
+    if (!job.ok()) id = job.status();
+  }
+  if (!id.ok()) {
+    class Failed final : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
+     public:
+      explicit Failed(const absl::Status& s) { Finish(bridge::ToGrpcStatus(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Failed(id.status());
+  }
+  auto* reactor = new WatchReactor(watch_hub_.get(), *id, kinds_.get());
+  watch_hub_->Add(reactor);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
+    grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
+    v1::CancelJobResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  absl::Status status = Admit(context);
+  absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
+  if (!id.ok()) {
+    reactor->FinishWith(id.status());
+    return reactor;
+  }
+  absl::StatusOr<Job> job = GetApiJob(*id);
+  if (job.ok()) job = store_->RequestCancel(*id);
+  if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
+  reactor->FinishWith(job.status());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
+    grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
+    v1::ListJobsResponse* response) {
+  auto* reactor = new CpuUnaryReactor();
+  if (absl::Status s = Admit(context); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  if (request->page_size() < 0) {
+    reactor->FinishWith(bridge::InvalidField("page_size", "must not be negative"));
+    return reactor;
+  }
+  if (!v1::JobState_IsValid(request->state())) {
+    reactor->FinishWith(bridge::InvalidField(
+        "state", absl::StrCat("unknown job state ", request->state())));
+    return reactor;
+  }
+  ListJobsRequest list;
+  list.page_size = request->page_size();
+  list.page_token = request->page_token();
+  list.state = FromProto(request->state());
+  absl::StatusOr<ListJobsResponse> page = store_->ListJobs(list);
+  if (!page.ok()) {
+    reactor->FinishWith(AttachField(page.status(), "page_token"));
+    return reactor;
+  }
+  for (const Job& job : page->jobs) JobToProto(job, kinds_.get(), response->add_jobs());
+  response->set_next_page_token(page->next_page_token);
+  reactor->FinishWith(absl::OkStatus());
+  return reactor;
+}
+
+}  // namespace gpsel

@@ -1,0 +1,125 @@
+// ModelSelectionServiceImpl: the gpsel.v1.ModelSelectionService on gRPC's callback API.
+//
+// RPC threads never do numerics: Score, Search and Predict are validated on the RPC thread
+// (INVALID_ARGUMENT with google.rpc.BadRequest) and then handed to a BoundedWorkerPool; when its
+// queue is full the call fails at once with RESOURCE_EXHAUSTED. The numerics get a progress
+// callback that returns CANCELLED when the client goes away and DEADLINE_EXCEEDED when the call's
+// deadline passes, so abandoned work stops. Job RPCs talk to the JobStore (short transactions);
+// WatchJob streams are driven by one polling thread for all watchers, which also works when
+// another replica runs the job. Jobs are shown through the hooks of their kind in a
+// JobKindRegistry (server/jobs/job_kind.h): evidence jobs carry their kernel and evidence_result.
+//
+//   gpsel::ModelSelectionServiceImpl service(options, &pool, store.get(), kinds, &runner,
+//                                            &metrics);
+//   builder.RegisterService(&service);
+#ifndef GPSEL_SERVICE_SERVICE_H_
+#define GPSEL_SERVICE_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gpsel/server/jobs/job_kind.h"
+#include "gpsel/server/jobs/job_runner.h"
+#include "gpsel/server/metrics/metrics.h"
+#include "gpsel/server/service/worker_pool.h"
+#include "gpsel/server/store/job_store.h"
+#include "gpsel/server/validation/validation.h"
+#include "gpsel/v1/model_selection.grpc.pb.h"
+
+namespace gpsel {
+
+struct ServiceOptions {
+  ServiceLimits limits;
+  // When non-empty, every ModelSelectionService call must carry "authorization: Bearer <token>"
+  // (the health service stays open so that orchestrators can probe it).
+  std::string auth_token;
+  // SubmitEvidence fails with RESOURCE_EXHAUSTED when this many jobs are QUEUED (≤ 0: no limit).
+  int64_t max_queued_jobs = 1000;
+  // How often WatchJob streams look at their job.
+  absl::Duration watch_poll_interval = absl::Milliseconds(200);
+};
+
+class ModelSelectionServiceImpl final : public v1::ModelSelectionService::CallbackService {
+ public:
+  // `runner` may be null (a server without job workers still accepts and serves jobs); `kinds`
+  // is the registry the runner executes from.
+  ModelSelectionServiceImpl(ServiceOptions options, BoundedWorkerPool* pool, JobStore* store,
+                            std::shared_ptr<const JobKindRegistry> kinds, JobRunner* runner,
+                            ServiceMetrics* metrics);
+  ~ModelSelectionServiceImpl() override;
+
+  // New calls fail with UNAVAILABLE; open WatchJob streams end with UNAVAILABLE.
+  void StartDraining();
+
+  grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
+                                  const v1::ScoreRequest* request,
+                                  v1::ScoreResponse* response) override;
+  grpc::ServerWriteReactor<v1::SearchResponse>* Search(grpc::CallbackServerContext* context,
+                                                       const v1::SearchRequest* request) override;
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
+                                    const v1::PredictRequest* request,
+                                    v1::PredictResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitEvidence(grpc::CallbackServerContext* context,
+                                           const v1::SubmitEvidenceRequest* request,
+                                           v1::SubmitEvidenceResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitSearch(grpc::CallbackServerContext* context,
+                                         const v1::SubmitSearchRequest* request,
+                                         v1::SubmitSearchResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitScore(grpc::CallbackServerContext* context,
+                                        const v1::SubmitScoreRequest* request,
+                                        v1::SubmitScoreResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* request,
+                                   v1::GetJobResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(
+      grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const v1::CancelJobRequest* request,
+                                      v1::CancelJobResponse* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+
+  class WatchHub;
+
+ private:
+  // Auth and draining checks every call passes first.
+  absl::Status Admit(grpc::CallbackServerContext* context);
+  // Queues CPU work; false (and a RESOURCE_EXHAUSTED status in *refusal) when full.
+  bool Schedule(std::function<void()> task, absl::Status* refusal);
+  void UpdatePoolMetrics();
+  // A Submit* call after validation (`validation`: Admit's and the request's checks; its field
+  // names get `field_prefix`, the wrapped request's field in the Submit message): stores
+  // `stored` as a job of `kind` and fills the response's job and created.
+  template <typename Request, typename Response>
+  absl::Status SubmitJob(std::string_view kind, const absl::Status& validation,
+                         const std::string& field_prefix, const Request& stored,
+                         Response* response);
+  // The job `id` as GetJob, WatchJob and CancelJob see it: NOT_FOUND for a task.
+  absl::StatusOr<Job> GetApiJob(const std::string& id);
+  // Stores a validated Submit* request (`stored`, its canonical form) as a job of `kind`,
+  // idempotent per `request_id`, and fills the job and created. A full store gives
+  // STORE_FULL, a full queue JOB_QUEUE_FULL, the same key with another request of the same
+  // kind IDEMPOTENCY_KEY_REUSED (AIP-155).
+  absl::Status StoreJob(std::string_view kind, const google::protobuf::Message& stored,
+                        const std::string& request_id, v1::Job* job, bool* created);
+
+  ServiceOptions options_;
+  BoundedWorkerPool* pool_;
+  JobStore* store_;
+  std::shared_ptr<const JobKindRegistry> kinds_;
+  JobRunner* runner_;
+  ServiceMetrics* metrics_;
+  std::atomic<bool> draining_{false};
+  std::unique_ptr<WatchHub> watch_hub_;
+};
+
+}  // namespace gpsel
+
+#endif  // GPSEL_SERVICE_SERVICE_H_

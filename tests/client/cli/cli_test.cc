@@ -1,0 +1,495 @@
+// End-to-end tests of the `gpsel` binary in-process mode: exit codes, messages, JSON shape and
+// the paper's numbers through the CLI.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "tests/client/cli/json_keys.h"
+
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliRun RunGpsel(const std::string& args) {
+  // One file per process: ctest runs the parameterised cases in parallel processes.
+  const std::string err_path =
+      testing::TempDir() + "/gpsel_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string command = std::string(GPSEL_CLI_PATH) + " " + args + " 2>" + err_path;
+  CliRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, got);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  run.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  return run;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& content) {
+  const std::string path = testing::TempDir() + "/" + name;
+  std::ofstream(path) << content;
+  return path;
+}
+
+const std::string kExample = std::string(GPSEL_DATA_DIR) + "/interpretable_linear.csv";
+
+TEST(CliTest, ScoreJsonReproducesThePaperExample) {
+  CliRun run = RunGpsel("score --data " + kExample + " --kernel SE --no-standardize --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["scores"].size(), 1u);
+  const auto& r = j["scores"][0];
+  EXPECT_EQ(r["num_points"], 10);
+  EXPECT_EQ(r["standardized"], false);
+  EXPECT_EQ(r["kernel"], "SE");
+  EXPECT_EQ(r["num_hyperparameters"], 2);
+  EXPECT_NEAR(r["metrics"]["mll"].get<double>(), -5.287, 0.005);
+  EXPECT_NEAR(r["metrics"]["map"].get<double>(), -9.174, 0.005);
+  EXPECT_NEAR(r["metrics"]["aic"].get<double>(), -7.287, 0.005);
+  EXPECT_NEAR(r["metrics"]["bic"].get<double>(), -7.590, 0.005);
+  EXPECT_NEAR(r["metrics"]["lap"].get<double>(), -8.144, 0.005);
+  EXPECT_NEAR(r["metrics"]["lap0"].get<double>(), -9.174, 0.005);
+  EXPECT_NEAR(r["metrics"]["lap_aic"].get<double>(), -11.174, 0.005);
+  EXPECT_NEAR(r["metrics"]["lap_bic"].get<double>(), -13.779, 0.005);
+  EXPECT_NEAR(r["map_fit"]["values"]["SE.lengthscale"].get<double>(), 0.975, 0.005);
+  EXPECT_GT(r["mll_fit"]["values"]["noise"].get<double>(), 1e-4);
+  ASSERT_EQ(r["laplace"]["eigenvalues"].size(), 2u);
+  EXPECT_NEAR(r["laplace"]["eigenvalues"][0].get<double>(), 1.346, 0.005);
+  EXPECT_NEAR(r["laplace"]["eigenvalues"][1].get<double>(), 3.741, 0.005);
+}
+
+const std::string kSunspots = std::string(GPSEL_DATA_DIR) + "/sunspots_yearly.csv";
+
+// The fit's sureness in JSON, and warnings on stderr only (stdout stays parseable JSON).
+TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
+  CliRun run = RunGpsel("score --data " + kSunspots + " --kernel 'C*PER*SE' --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  const auto& r = j["scores"][0];
+  for (const char* fit : {"mll_fit", "map_fit"}) {
+    EXPECT_TRUE(r[fit].contains("log_likelihood")) << fit;
+    EXPECT_TRUE(r[fit].contains("log_prior")) << fit;
+    EXPECT_GE(r[fit]["starts_at_best"].get<int>(), 1) << fit;
+    // 5 prior draws, and the 2 data-informed starts in the MLL fit.
+    EXPECT_GE(r[fit]["starts"].get<int>(), std::string(fit) == "mll_fit" ? 7 : 5) << fit;
+    EXPECT_THAT(r[fit]["best_start_kind"].get<std::string>(),
+                testing::AnyOf("START_KIND_PRIOR_DRAW", "START_KIND_DATA_INFORMED",
+                               "START_KIND_NESTED_PARENT", "START_KIND_CROSS_SEEDED",
+                               "START_KIND_GIVEN"));
+  }
+  EXPECT_EQ(r["x_scale"].get<double>(), 1.0);
+  // x in years: the MLL period (about 10.5) is far outside the period prior.
+  bool warned = false;
+  for (const auto& w : r["warnings"]) {
+    warned = warned || w.get<std::string>().find("PER.period") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << r["warnings"].dump();
+  EXPECT_THAT(run.err, testing::HasSubstr("gpsel: warning: C*PER*SE: MLL fit: PER.period"));
+  EXPECT_THAT(run.err, testing::HasSubstr("--scale-x"));
+}
+
+TEST(CliTest, ScaleXAutoReportsValuesInTheFilesUnits) {
+  CliRun run = RunGpsel("score --data " + kSunspots +
+                        " --kernel 'C*PER*SE' --metrics mll,map --scale-x auto --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  const auto& r = j["scores"][0];
+  EXPECT_GT(r["x_scale"].get<double>(), 9.0);
+  EXPECT_THAT(r["x_scale_reason"].get<std::string>(), testing::HasSubstr("auto"));
+  EXPECT_NEAR(r["map_fit"]["values"]["PER.period"].get<double>(), 10.5, 1.0);
+
+  CliRun bad = RunGpsel("score --data " + kSunspots + " --kernel SE --scale-x -3");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("--scale-x"));
+}
+
+TEST(CliTest, PriorsPrintsNaturalUnitsAndFlagsAPeriodOutOfReach) {
+  CliRun run = RunGpsel("priors --kernel 'C*PER*SE' --data " + kSunspots);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, testing::HasSubstr("PER.period"));
+  EXPECT_THAT(run.out, testing::HasSubstr("95% interval"));
+  EXPECT_THAT(run.out, testing::HasSubstr("note: y's strongest period"));
+  CliRun json = RunGpsel("priors --kernel PER --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  // softplus(0.65 ± 1.96) for the period: an independent closed form.
+  auto softplus = [](double r) { return std::log1p(std::exp(r)); };
+  bool seen = false;
+  for (const auto& p : j["priors"]) {
+    if (p["name"] != "PER.period") continue;
+    seen = true;
+    EXPECT_NEAR(p["median"].get<double>(), softplus(0.65), 1e-12);
+    EXPECT_NEAR(p["lower95"].get<double>(), softplus(0.65 - 1.96), 1e-12);
+    EXPECT_NEAR(p["upper95"].get<double>(), softplus(0.65 + 1.96), 1e-12);
+  }
+  EXPECT_TRUE(seen);
+  // Auto scaling puts the cycle inside the prior: no note.
+  CliRun scaled = RunGpsel("priors --kernel PER --scale-x auto --data " + kSunspots);
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.err;
+  EXPECT_THAT(scaled.out, testing::Not(testing::HasSubstr("note:")));
+  EXPECT_EQ(RunGpsel("priors --kernel PER --scale-x auto").exit_code, 2);
+}
+
+TEST(CliTest, HumanTableMarksTheBestPerColumnAndSaysStandardised) {
+  CliRun run = RunGpsel("score --data " + kExample + " --kernel SE --kernel LIN --metrics mll,lap0");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, testing::HasSubstr("kernel"));
+  EXPECT_THAT(run.out, testing::HasSubstr("lap0"));
+  EXPECT_THAT(run.out, testing::HasSubstr("*"));
+  EXPECT_THAT(run.out, testing::HasSubstr("y standardised"));
+}
+
+TEST(CliTest, SameSeedSameJson) {
+  const std::string args = "score --data " + kExample + " --kernel SE+LIN --seed 7 --json";
+  CliRun a = RunGpsel(args), b = RunGpsel(args);
+  ASSERT_EQ(a.exit_code, 0);
+  nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ja["scores"][0].erase("seconds");
+  jb["scores"][0].erase("seconds");
+  EXPECT_EQ(ja, jb);
+}
+
+struct BadInputCase {
+  std::string name;
+  std::string csv;         // empty: use the example file
+  std::string extra_args;  // appended
+  std::string message;     // expected substring of stderr
+};
+
+class CliBadInputTest : public testing::TestWithParam<BadInputCase> {};
+
+// A CSV of n points on a line: one more than the point limit that the CLI (in-process) and
+// gpsel-server share (core/dataset.h kDefaultMaxPoints = 10,000) is refused.
+std::string LinePoints(int n) {
+  std::string csv = "x,y\n";
+  for (int i = 0; i < n; ++i) csv += std::to_string(i) + "," + std::to_string(i % 7) + "\n";
+  return csv;
+}
+
+TEST_P(CliBadInputTest, ExitsWithCodeTwoAndAClearMessage) {
+  const BadInputCase& c = GetParam();
+  const std::string data = c.csv.empty() ? kExample : WriteTemp(c.name + ".csv", c.csv);
+  CliRun run = RunGpsel("score --data " + data + " " + c.extra_args);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, testing::HasSubstr(c.message));
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllKinds, CliBadInputTest,
+    testing::Values(
+        BadInputCase{"non_numeric", "x,y\n1,2\n2,abc\n3,4\n", "--kernel SE",
+                     "line 3, column 2: 'abc' is not a number"},
+        BadInputCase{"nan", "x,y\n1,2\n2,nan\n3,4\n", "--kernel SE", "not a finite number"},
+        BadInputCase{"inf", "x,y\n1,2\n2,inf\n3,4\n", "--kernel SE", "not a finite number"},
+        BadInputCase{"ragged", "x,y\n1,2\n2,3,4\n", "--kernel SE", "line 3: has 3 columns"},
+        BadInputCase{"one_point", "x,y\n1,2\n", "--kernel SE", "at least 2 points"},
+        BadInputCase{"empty", "# no rows\n", "--kernel SE", "empty dataset"},
+        BadInputCase{"bad_kernel", "", "--kernel 'SE+*LIN'", "kernel expression"},
+        BadInputCase{"unknown_kernel", "", "--kernel 'SQ'", "unknown base kernel 'SQ'"},
+        BadInputCase{"dim_too_large", "", "--kernel 'SE[3]'", "input dimension 3"},
+        BadInputCase{"unknown_metric", "", "--kernel SE --metrics mll,foo", "unknown metric 'foo'"},
+        BadInputCase{"bad_restarts", "", "--kernel SE --restarts 0", "restarts"},
+        BadInputCase{"bad_prior", "", "--kernel SE --prior SE.lengthscale=0", "NAME=MEAN,SD"},
+        BadInputCase{"unknown_prior", "", "--kernel SE --prior PER.period=0,1",
+                     "unknown hyperparameter 'PER.period'"},
+        BadInputCase{"constant_y", "x,y\n1,2\n2,2\n3,2\n", "--kernel SE", "constant targets"},
+        BadInputCase{"too_many_points", LinePoints(10001), "--kernel SE",
+                     "10001 points exceed the limit of 10000"},
+        BadInputCase{"job_in_process", "", "--kernel SE --job", "--job: needs --server"},
+        BadInputCase{"detach_in_process", "", "--kernel SE --detach",
+                     "--detach: needs --server"}),
+    [](const testing::TestParamInfo<BadInputCase>& info) { return info.param.name; });
+
+// Before long work the CLI says how long and how much memory it expects (core/time_estimate.h,
+// core/memory_estimate.h), on stderr only: the weekly CO₂ series (n = 2,225) with C*SE takes
+// minutes here. The run is killed once the line is out; a small run prints no estimate.
+TEST(CliTest, LongWorkIsAnnouncedWithTimeAndMemoryOnStderr) {
+  const std::string dir = testing::TempDir() + "/announce_" + std::to_string(getpid());
+  const std::string err = dir + ".err", out = dir + ".out";
+  const std::string command =
+      "sh -c '" + std::string(GPSEL_CLI_PATH) + " score --data " + GPSEL_DATA_DIR +
+      "/co2_weekly.csv --kernel C*SE --json >" + out + " 2>" + err +
+      " & pid=$!; for i in $(seq 300); do grep -q estimated " + err +
+      " && break; sleep 0.1; done; kill -9 $pid; wait $pid 2>/dev/null; true'";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream err_in(err), out_in(out);
+  const std::string err_text((std::istreambuf_iterator<char>(err_in)),
+                             std::istreambuf_iterator<char>());
+  const std::string out_text((std::istreambuf_iterator<char>(out_in)),
+                             std::istreambuf_iterator<char>());
+  EXPECT_THAT(err_text, testing::ContainsRegex("gpsel: estimated [0-9]+:[0-9][0-9]"));
+  EXPECT_THAT(err_text, testing::HasSubstr(" MB"));
+  EXPECT_THAT(err_text, testing::HasSubstr("n = 2225"));
+  EXPECT_EQ(out_text.find("estimated"), std::string::npos) << out_text;
+
+  CliRun small = RunGpsel("score --data " + kExample + " --kernel SE --restarts 1 --json");
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.err.find("estimated"), std::string::npos) << small.err;
+}
+
+TEST(CliTest, MissingFileIsReported) {
+  CliRun run = RunGpsel("score --data /nonexistent/file.csv --kernel SE");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, testing::HasSubstr("cannot open data file"));
+}
+
+TEST(CliTest, FixedPeriodIsNotFitted) {
+  CliRun run = RunGpsel("score --data " + kExample +
+                     " --kernel 'SE*PER' --fix PER.period=1 --metrics map --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["scores"][0]["num_hyperparameters"], 3);  // SE.lengthscale, PER.lengthscale, noise
+  EXPECT_NEAR(j["scores"][0]["map_fit"]["values"]["PER.period"].get<double>(), 1.0, 1e-12);
+}
+
+// One JSON: every command's --json is the protobuf JSON mapping of its response message with the
+// .proto field names; the key paths of each are pinned by a golden file (tests/cli/golden/).
+TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
+  const struct {
+    const char* name;
+    std::string args;
+  } cases[] = {
+      {"score", "score --data " + kExample + " --kernel SE --no-standardize --json"},
+      {"search", "search --data " + kExample + " --base SE,LIN --depth 1 --threads 1 --json"},
+      {"search_kept", "search --data " + kExample +
+                          " --base SE,LIN --depth 1 --threads 1 --score-kept --json"},
+      {"evidence", "evidence --data " + kExample +
+                       " --kernel SE --no-standardize --nlive 50 --dlogz 0.5 --json"},
+      {"evidence_is", "evidence --data " + kExample +
+                          " --kernel SE --no-standardize --method is --samples --json"},
+      {"predict", "predict --data " + kExample + " --kernel SE --grid 0:1:3 --json"},
+      {"predict_given", "predict --data " + kExample +
+                            " --kernel SE --grid 0:1:3 --hyperparameter SE.lengthscale=1"
+                            " --hyperparameter noise=0.1 --json"},
+      {"priors", "priors --kernel SE --json"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    CliRun run = RunGpsel(c.args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    gpsel::testing_json::ExpectGoldenKeys(c.name, run.out);
+    // snake_case field names throughout, never the lowerCamelCase of the default mapping.
+    EXPECT_EQ(run.out.find("numHyperparameters"), std::string::npos);
+    EXPECT_EQ(run.out.find("logLikelihood"), std::string::npos);
+  }
+}
+
+// `search --score-kept`: each kept kernel's steps[].kept_score is what `score` prints for that
+// kernel with its candidate's seed (no warm start, so the search's fit of it had no other start).
+TEST(CliTest, SearchKeptScoresEqualScoreWithTheCandidateSeed) {
+  CliRun search = RunGpsel("search --data " + kExample +
+                           " --base SE,LIN --depth 2 --metric mll --no-warm-start --threads 2"
+                           " --seed 5 --score-kept --json");
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  nlohmann::json j = nlohmann::json::parse(search.out);
+  int kept = 0;
+  for (const auto& step : j["steps"]) {
+    if (!step.contains("kept_score")) {
+      EXPECT_FALSE(step.contains("chosen")) << "a step that kept a kernel has its score";
+      continue;
+    }
+    const std::string kernel = step["chosen"][0].get<std::string>();
+    SCOPED_TRACE(kernel);
+    EXPECT_EQ(step["kept_score"]["kernel"], kernel);
+    std::string seed;
+    for (const auto& candidate : step["candidates"]) {
+      if (candidate["kernel"] == kernel) seed = candidate["seed"].get<std::string>();  // uint64
+    }
+    ASSERT_FALSE(seed.empty());
+    CliRun score =
+        RunGpsel("score --data " + kExample + " --kernel '" + kernel + "' --seed " + seed + " --json");
+    ASSERT_EQ(score.exit_code, 0) << score.err;
+    const nlohmann::json reference = nlohmann::json::parse(score.out)["scores"][0];
+    for (const char* metric : {"mll", "map", "aic", "bic", "lap", "lap0", "lap_aic", "lap_bic"}) {
+      if (!reference["metrics"].contains(metric)) continue;  // undefined Lap: absent in both
+      const double expected = reference["metrics"][metric].get<double>();
+      EXPECT_NEAR(step["kept_score"]["metrics"][metric].get<double>(), expected,
+                  1e-7 * std::max(1.0, std::abs(expected)))
+          << metric;
+    }
+    ++kept;
+  }
+  EXPECT_EQ(kept, 2) << "mll grows: both steps keep a kernel\n" << search.out;
+  // The text output lists the kept kernel besides the best one with its metrics.
+  CliRun text = RunGpsel("search --data " + kExample +
+                         " --base SE,LIN --depth 2 --metric mll --no-warm-start --threads 2"
+                         " --seed 5 --score-kept");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, testing::ContainsRegex("kept after step 1: [A-Z]+ +mll -?[0-9.]+ map"));
+  // Not asked for: no kept scores.
+  CliRun plain = RunGpsel("search --data " + kExample + " --base SE,LIN --depth 2 --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("kept_score"), std::string::npos);
+}
+
+// `evidence --method`: importance sampling and auto print the method, its diagnostics and the
+// modes; an unknown method is a usage error naming the flag.
+TEST(CliTest, EvidenceMethods) {
+  const std::string args = "evidence --data " + kExample + " --kernel SE --no-standardize --seed 3";
+  CliRun is = RunGpsel(args + " --method is");
+  ASSERT_EQ(is.exit_code, 0) << is.err;
+  EXPECT_THAT(is.out, testing::HasSubstr("by importance (asked for)"));
+  EXPECT_THAT(is.out, testing::HasSubstr("Pareto k"));
+  EXPECT_THAT(is.out, testing::HasSubstr("MAP fit"));
+  CliRun automatic = RunGpsel(args + " --method auto --json");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  nlohmann::json j = nlohmann::json::parse(automatic.out);
+  EXPECT_EQ(j["method"], "EVIDENCE_METHOD_IMPORTANCE");
+  EXPECT_THAT(j["method_reason"].get<std::string>(), testing::HasSubstr("passed"));
+  EXPECT_NEAR(j["log_evidence"].get<double>(), -8.032, 0.06);
+  CliRun bad = RunGpsel(args + " --method mcmc");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("--method"));
+  EXPECT_EQ(RunGpsel(args + " --method is --target-error -1").exit_code, 2);
+}
+
+TEST(CliTest, DataFromStdinAndPredictCsv) {
+  CliRun piped = RunGpsel("score --data - --kernel SE --no-standardize --json < " + kExample);
+  CliRun file = RunGpsel("score --data " + kExample + " --kernel SE --no-standardize --json");
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  nlohmann::json a = nlohmann::json::parse(piped.out), b = nlohmann::json::parse(file.out);
+  a["scores"][0].erase("seconds");
+  b["scores"][0].erase("seconds");
+  EXPECT_EQ(a, b);
+  CliRun bad = RunGpsel("score --data - --kernel SE < /dev/null");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, testing::HasSubstr("stdin"));
+
+  // --format csv: x, mean, sd, sd_with_noise; at a given point the numbers of --json.
+  const std::string args = "predict --data " + kExample +
+                           " --kernel SE --grid 0.5:0.5:1 --hyperparameter SE.lengthscale=1"
+                           " --hyperparameter noise=0.1 --no-standardize";
+  CliRun csv = RunGpsel(args + " --format csv");
+  CliRun json = RunGpsel(args + " --json");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  std::istringstream lines(csv.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header, "x,mean,sd,sd_with_noise");
+  double x = 0, mean = 0, sd = 0, sd_noise = 0;
+  ASSERT_EQ(std::sscanf(row.c_str(), "%lf,%lf,%lf,%lf", &x, &mean, &sd, &sd_noise), 4) << row;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(x, 0.5);
+  EXPECT_NEAR(mean, j["mean"][0].get<double>(), 1e-9 * std::abs(mean));
+  EXPECT_NEAR(sd * sd, j["variance"][0].get<double>(), 1e-8);
+  EXPECT_NEAR(sd_noise * sd_noise - sd * sd, 0.1, 1e-8);  // the given noise variance
+  EXPECT_EQ(RunGpsel(args + " --format xml").exit_code, 2);
+  // Connection flags without --server are a usage error, not silently ignored.
+  EXPECT_EQ(RunGpsel(args + " --tls").exit_code, 2);
+}
+
+// ---- gpsel report ----------------------------------------------------------------------------
+
+TEST(CliReportTest, WritesThePageAndFiguresOfTheChosenKernel) {
+  const std::string out = testing::TempDir() + "/report_" + std::to_string(getpid());
+  CliRun run =
+      RunGpsel("report --data " + kExample +
+               " --kernel SE --kernel 'SE+LIN' --no-standardize --restarts 2 --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // The choice by lap0 is the one `score` makes with the same flags.
+  CliRun score = RunGpsel("score --data " + kExample +
+                          " --kernel SE --kernel 'SE+LIN' --no-standardize --restarts 2 --json");
+  ASSERT_EQ(score.exit_code, 0);
+  nlohmann::json j = nlohmann::json::parse(score.out);
+  const auto& a = j["scores"][0];
+  const auto& b = j["scores"][1];
+  const std::string best = a["metrics"]["lap0"].get<double>() >= b["metrics"]["lap0"].get<double>()
+                               ? a["kernel"].get<std::string>()
+                               : b["kernel"].get<std::string>();
+  EXPECT_THAT(run.out, testing::HasSubstr("chosen kernel " + best + ":"));
+  std::ifstream html(out + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, testing::HasSubstr("<code id=\"chosen-kernel\">" + best + "</code>"));
+  for (const char* id : {"fit", "metrics", "residuals"}) {
+    EXPECT_TRUE(std::ifstream(out + "/" + id + ".svg").good()) << id;
+    EXPECT_TRUE(std::ifstream(out + "/" + id + ".png").good()) << id;
+  }
+  // Given kernels, no search and no evidence: those figures are left out, and the page says so.
+  EXPECT_THAT(page, testing::HasSubstr("search: the kernels were given"));
+}
+
+// With --search, the kernels of the search's path come scored with the search: the report fits
+// only a --kernel the search did not score, and has no "scores" stage without one.
+TEST(CliReportTest, SearchedKernelsAreNotScoredAgain) {
+  const std::string out = testing::TempDir() + "/report_search_" + std::to_string(getpid());
+  const std::string args = "report --data " + kExample +
+                           " --search --base SE,LIN --depth 2 --metric mll --restarts 2 --out " + out;
+  CliRun alone = RunGpsel(args);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_THAT(alone.out,
+              testing::ContainsRegex("kernels compared: 2 scored by the search \\(its kept kernels' "
+                                     "scores took [0-9.]+ s\\), 0 scored for the report"));
+  EXPECT_THAT(alone.out, testing::ContainsRegex("seconds: search [0-9.]+ predict"));
+
+  CliRun extra = RunGpsel(args + " --kernel 'SE*LIN + LIN'");
+  ASSERT_EQ(extra.exit_code, 0) << extra.err;
+  EXPECT_THAT(extra.out,
+              testing::ContainsRegex("kernels compared: 2 scored by the search \\(.*\\), 1 scored for "
+                                     "the report"));
+  EXPECT_THAT(extra.out, testing::ContainsRegex("seconds: search [0-9.]+ scores [0-9.]+ predict"));
+  // A --kernel the search kept is not scored again either.
+  CliRun repeated = RunGpsel(args + " --kernel SE --kernel LIN");
+  ASSERT_EQ(repeated.exit_code, 0) << repeated.err;
+  EXPECT_THAT(repeated.out, testing::ContainsRegex("scored by the search \\(.*\\), 1 scored for the report"));
+}
+
+// A --kernel that contains kernels the search scored (here SE, kept after step 1, inside LIN+SE,
+// the best) also starts from the optima of the largest of them, and the report says so; one
+// that contains none of them (LIN's factor in SE*LIN cannot be switched to 1) starts from none.
+TEST(CliReportTest, GivenKernelStartsFromTheSearchedKernelsItContains) {
+  const std::string out = testing::TempDir() + "/report_nested_" + std::to_string(getpid());
+  const std::string args = "report --data " + kExample +
+                           " --search --base SE,LIN --depth 2 --metric mll --restarts 2 --out " + out;
+  CliRun containing = RunGpsel(args + " --kernel 'C*SE + LIN*SE'");
+  ASSERT_EQ(containing.exit_code, 0) << containing.err;
+  EXPECT_THAT(containing.out, testing::HasSubstr("chosen kernel LIN+SE:")) << containing.out;
+  EXPECT_THAT(containing.out,
+              testing::ContainsRegex("  C\\*SE\\+LIN\\*SE: also started from the optima of "
+                                     "LIN\\+SE; winning starts: MLL [a-z]+"));
+  CliRun other = RunGpsel(args + " --kernel 'SE*LIN + LIN'");
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_THAT(other.out, testing::HasSubstr("LIN*SE+LIN: also started from the optima of none"));
+}
+
+TEST(CliReportTest, BadFlagsExitWithCodeTwoAndAMessage) {
+  const std::string out = " --out " + testing::TempDir() + "/report_bad";
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"report --data " + kExample + out, "give --kernel EXPR (repeatable) or --search"},
+      {"report --data " + kExample + " --kernel SE", "--out"},
+      {"report --data " + kExample + " --kernel SE --metric foo" + out, "--metric"},
+      {"report --data " + kExample + " --kernel SE --pair a" + out, "--pair"},
+      {"report --data " + kExample + " --kernel SE --json" + out, "--json"},  // not an option
+      {"report --data " + kExample + " --kernel 'SE+' " + out, "kernel expression"},
+      {"report --data " + kExample + " --kernel SE --width 10" + out, "--width"},
+      {"report --data " + kExample + " --search --depth 0" + out, "max_depth"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    CliRun run = RunGpsel(c.args);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.err, testing::HasSubstr(c.message));
+  }
+}
+
+}  // namespace
