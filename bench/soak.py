@@ -32,7 +32,7 @@ import urllib.request
 import grpc
 
 # The message classes come from tests/server/service/descriptor_messages.py, shared with python_interop.py.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/server"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/server/service"))
 from descriptor_messages import load_messages  # noqa: E402  (needs the path above)
 
 SERVICE = "/gpsel.v1.ModelSelectionService/"

@@ -182,6 +182,37 @@ absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kerne
   return out;
 }
 
+std::vector<InputColumnScales> DescribeInputScales(const Dataset& data) {
+  std::vector<InputColumnScales> scales;
+  for (Eigen::Index c = 0; c < data.x.cols(); ++c) {
+    InputColumnScales column;
+    column.column = static_cast<int>(c);
+    column.geometry = DescribeInputColumn(data.x.col(c));
+    const std::vector<PeriodogramPeak> peaks = LombScarglePeaks(data.x.col(c), data.y, 1);
+    if (!peaks.empty()) column.strongest_period = peaks[0];
+    scales.push_back(column);
+  }
+  return scales;
+}
+
+std::vector<std::string> PeriodsOutOfPriorReach(const std::vector<PriorSummary>& priors,
+                                                const std::vector<InputColumnScales>& scales) {
+  std::vector<std::string> notes;
+  for (const PriorSummary& p : priors) {
+    if (p.fixed || p.name.find(".period") == std::string::npos) continue;
+    for (const InputColumnScales& column : scales) {
+      if (!column.strongest_period.has_value()) continue;
+      const double period = column.strongest_period->period;
+      if (period >= p.lower95 && period <= p.upper95) continue;
+      notes.push_back(absl::StrFormat(
+          "y's strongest period %.4g lies outside %s's 95%% prior interval; --scale-x auto (or "
+          "--prior %s=MEAN,SD) lets the period prior reach it.",
+          period, p.name, p.name));
+    }
+  }
+  return notes;
+}
+
 absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& scaling,
                                          const HyperparameterSettings& settings) {
   if (absl::Status s = scaling.Validate(); !s.ok()) return s;

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpsel/core/data_heuristics.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/fit.h"
 #include "gpsel/core/hyperparameters.h"
@@ -190,6 +191,22 @@ struct PriorSummary {
 absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kernel,
                                                          const HyperparameterSettings& settings,
                                                          double x_scale = 1.0);
+
+// The scales of one input column that lengthscales and periods must be able to reach, and y's
+// strongest period along it (core/data_heuristics.h): what `gpsel priors --data` shows beside
+// the priors, in x's own units.
+struct InputColumnScales {
+  int column = 0;
+  InputColumnGeometry geometry;
+  std::optional<PeriodogramPeak> strongest_period;
+};
+std::vector<InputColumnScales> DescribeInputScales(const Dataset& data);
+
+// One sentence for each period prior whose central 95 % interval misses a column's strongest
+// period of y: the prior cannot reach the cycle the data shows (an 11-year cycle under a period
+// prior of 0.3–2.7 years), which a user should see before any fit.
+std::vector<std::string> PeriodsOutOfPriorReach(const std::vector<PriorSummary>& priors,
+                                                const std::vector<InputColumnScales>& scales);
 
 // What a model is built from under an x scaling: x / factor, and the settings with fixed values
 // converted from the user's units of x into the model's.

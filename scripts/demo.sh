@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's demo command: install packages, build, then run gpsel on the bundled data.
+# The README's demo command: install packages, build the CLI and the server (no tests or
+# benchmarks: scripts/test.sh builds those), then run gpsel on the bundled data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+BUILD_TARGETS="gpsel gpsel-server" bash scripts/build.sh
 GPSEL="${BUILD_DIR:-build}/bin/gpsel"
 
 echo

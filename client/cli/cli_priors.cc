@@ -4,14 +4,13 @@
 // 0.3–2.7) is seen before any fit.
 #include <iostream>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_format.h"
 #include "gpsel/client/cli/cli_common.h"
 #include "gpsel/client/cli/commands.h"
-#include "gpsel/core/data_heuristics.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
+#include "gpsel/proto/bridge/convert.h"
+#include "gpsel/v1/types.pb.h"
 
 namespace gpsel::cli {
 namespace {
@@ -46,50 +45,20 @@ int RunPriors(const PriorsFlags& flags) {
   if (!priors.ok()) return ReportError(priors.status());
 
   // The data's own scales, per input column: what lengthscales and periods should be able to
-  // reach.
-  nlohmann::json columns = nlohmann::json::array();
-  std::vector<std::string> column_lines;
-  if (data.has_value()) {
-    for (Eigen::Index c = 0; c < data->x.cols(); ++c) {
-      const InputColumnGeometry g = DescribeInputColumn(data->x.col(c));
-      const std::vector<PeriodogramPeak> peaks = LombScarglePeaks(data->x.col(c), data->y, 1);
-      nlohmann::json column = {{"column", c},
-                               {"range", g.range},
-                               {"median_spacing", g.median_spacing},
-                               {"median_pairwise_distance", g.median_pairwise_distance}};
-      std::string line = absl::StrFormat(
-          "x[%d]: range %.4g, median spacing %.4g, median pairwise distance %.4g", c, g.range,
-          g.median_spacing, g.median_pairwise_distance);
-      if (!peaks.empty()) {
-        column["strongest_period"] = peaks[0].period;
-        column["strongest_period_false_alarm_probability"] = peaks[0].false_alarm_probability;
-        absl::StrAppendFormat(&line, ", strongest period of y %.4g (false-alarm probability %.2g)",
-                              peaks[0].period, peaks[0].false_alarm_probability);
-      }
-      columns.push_back(column);
-      column_lines.push_back(line);
-    }
-  }
+  // reach, and the period priors that cannot reach y's strongest period.
+  std::vector<InputColumnScales> scales;
+  if (data.has_value()) scales = DescribeInputScales(*data);
+  const std::vector<std::string> notes = PeriodsOutOfPriorReach(*priors, scales);
 
   if (flags.fit.json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const PriorSummary& p : *priors) {
-      nlohmann::json j = {{"name", p.name},
-                          {"raw_mean", p.raw.mean},
-                          {"raw_sd", p.raw.sd},
-                          {"median", p.median},
-                          {"lower95", p.lower95},
-                          {"upper95", p.upper95},
-                          {"fixed", p.fixed}};
-      if (p.fixed) j["fixed_value"] = p.fixed_value;
-      list.push_back(j);
-    }
-    nlohmann::json out = {{"kernel", ToString(*kernel)},
-                          {"x_scale", factor},
-                          {"x_scale_reason", reason},
-                          {"priors", list}};
-    if (data.has_value()) out["data"] = columns;
-    std::cout << out.dump(2) << "\n";
+    v1::PriorsReport report;
+    report.set_kernel(ToString(*kernel));
+    report.set_x_scale(factor);
+    report.set_x_scale_reason(reason);
+    for (const PriorSummary& p : *priors) bridge::ToProto(p, report.add_priors());
+    for (const InputColumnScales& column : scales) bridge::ToProto(column, report.add_data());
+    for (const std::string& note : notes) report.add_notes(note);
+    PrintJson(report);
     return kExitOk;
   }
   std::cout << absl::StrFormat("Priors of %s in natural units%s\n", ToString(*kernel),
@@ -108,23 +77,19 @@ int RunPriors(const PriorsFlags& flags) {
   }
   std::cout << "Values are softplus(raw) (noise: 1e-4 + softplus(raw), a variance of "
                "standardised y); lengthscales and periods are in x's units.\n";
-  for (const std::string& line : column_lines) std::cout << line << "\n";
-  // The check the user is here for: a dominant period outside every period prior's interval.
-  if (data.has_value()) {
-    for (const PriorSummary& p : *priors) {
-      if (p.fixed || p.name.find(".period") == std::string::npos) continue;
-      for (const nlohmann::json& column : columns) {
-        if (!column.contains("strongest_period")) continue;
-        const double period = column["strongest_period"].get<double>();
-        if (period < p.lower95 || period > p.upper95) {
-          std::cout << absl::StrFormat(
-              "note: y's strongest period %.4g lies outside %s's 95%% prior interval; "
-              "--scale-x auto (or --prior %s=MEAN,SD) lets the period prior reach it.\n",
-              period, p.name, p.name);
-        }
-      }
+  for (const InputColumnScales& column : scales) {
+    const InputColumnGeometry& g = column.geometry;
+    std::cout << absl::StrFormat(
+        "x[%d]: range %.4g, median spacing %.4g, median pairwise distance %.4g", column.column,
+        g.range, g.median_spacing, g.median_pairwise_distance);
+    if (column.strongest_period.has_value()) {
+      std::cout << absl::StrFormat(", strongest period of y %.4g (false-alarm probability %.2g)",
+                                   column.strongest_period->period,
+                                   column.strongest_period->false_alarm_probability);
     }
+    std::cout << "\n";
   }
+  for (const std::string& note : notes) std::cout << "note: " << note << "\n";
   return kExitOk;
 }
 

@@ -340,6 +340,29 @@ void ToProto(const Standardization& s, v1::Standardization* proto) {
   proto->set_scale(s.scale);
 }
 
+void ToProto(const PriorSummary& prior, v1::PriorSummary* proto) {
+  proto->set_name(prior.name);
+  proto->set_raw_mean(prior.raw.mean);
+  proto->set_raw_sd(prior.raw.sd);
+  proto->set_median(prior.median);
+  proto->set_lower95(prior.lower95);
+  proto->set_upper95(prior.upper95);
+  proto->set_fixed(prior.fixed);
+  if (prior.fixed) proto->set_fixed_value(prior.fixed_value);
+}
+
+void ToProto(const InputColumnScales& scales, v1::InputColumnScales* proto) {
+  proto->set_column(scales.column);
+  proto->set_range(scales.geometry.range);
+  proto->set_median_spacing(scales.geometry.median_spacing);
+  proto->set_median_pairwise_distance(scales.geometry.median_pairwise_distance);
+  if (scales.strongest_period.has_value()) {
+    proto->set_strongest_period(scales.strongest_period->period);
+    proto->set_strongest_period_false_alarm_probability(
+        scales.strongest_period->false_alarm_probability);
+  }
+}
+
 Standardization FromProto(const v1::Standardization& proto) {
   Standardization s;
   s.applied = proto.applied();

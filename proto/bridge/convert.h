@@ -86,6 +86,9 @@ void ToProto(const FitResult& fit, v1::FitResult* proto);
 FitResult FromProto(const v1::FitResult& proto);
 void ToProto(const Standardization& s, v1::Standardization* proto);
 Standardization FromProto(const v1::Standardization& proto);
+// `gpsel priors`: a prior in natural units, and the data's scales per input column.
+void ToProto(const PriorSummary& prior, v1::PriorSummary* proto);
+void ToProto(const InputColumnScales& scales, v1::InputColumnScales* proto);
 void ToProto(const PredictResult& result, v1::PredictResponse* proto);
 PredictResult FromProto(const v1::PredictResponse& proto);
 // The request of FitAndPredict(data, kernel, x_new, options), and back (values not checked: that

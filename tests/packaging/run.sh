@@ -55,6 +55,11 @@ for f in "$(dirname "$config")/gpselConfigVersion.cmake" "$(dirname "$config")/g
   case "$f" in /*) path="$f" ;; *) path="$prefix/$f" ;; esac
   [ -e "$path" ] || die "not installed: $path"
 done
+# Only the public headers: core/internal/ and the CLI's and report's stay in the tree.
+for private in include/gpsel/core/internal include/gpsel/client/cli include/gpsel/client/report \
+    include/gpsel/core/internal/kernel_evaluator.h; do
+  [ ! -e "$prefix/$private" ] || die "installed, but private: $prefix/$private"
+done
 for lib in gpsel_core gpsel_client gpsel_bridge gpsel_proto; do
   [ -n "$(find "$prefix" -name "lib$lib.a" -print -quit)" ] || die "not installed: lib$lib.a"
 done

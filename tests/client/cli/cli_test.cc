@@ -260,7 +260,7 @@ TEST(CliTest, FixedPeriodIsNotFitted) {
 }
 
 // One JSON: every command's --json is the protobuf JSON mapping of its response message with the
-// .proto field names; the key paths of each are pinned by a golden file (tests/cli/golden/).
+// .proto field names; the key paths of each are pinned by a golden file (tests/client/cli/golden/).
 TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
   const struct {
     const char* name;

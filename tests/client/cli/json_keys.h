@@ -1,5 +1,5 @@
 // The schema of a JSON document as its sorted key paths ("scores[].mll_fit.values.noise"), and
-// the golden-file check of it: tests/cli/golden/<name>.keys holds the paths `gpsel ... --json`
+// the golden-file check of it: tests/client/cli/golden/<name>.keys holds the paths `gpsel ... --json`
 // prints, so a renamed or dropped field fails a test (values are checked by the other tests).
 // GPSEL_UPDATE_GOLDEN=1 rewrites the files instead of comparing.
 #ifndef GPSEL_TESTS_CLI_JSON_KEYS_H_
@@ -39,9 +39,10 @@ inline std::string KeyPaths(const std::string& json_text) {
   return out;
 }
 
-// Compares the key paths of `json_text` with tests/cli/golden/<name>.keys.
+// Compares the key paths of `json_text` with tests/client/cli/golden/<name>.keys.
 inline void ExpectGoldenKeys(const std::string& name, const std::string& json_text) {
-  const std::string path = std::string(GPSEL_SOURCE_DIR) + "/tests/cli/golden/" + name + ".keys";
+  const std::string path =
+      std::string(GPSEL_SOURCE_DIR) + "/tests/client/cli/golden/" + name + ".keys";
   const std::string actual = KeyPaths(json_text);
   const char* update = std::getenv("GPSEL_UPDATE_GOLDEN");
   if (update != nullptr && std::string(update) == "1") {

@@ -463,7 +463,7 @@ TEST(PythonInteropTest, PythonClientReadsScoreAndErrorDetails) {
   const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
                                                                           : "python3";
   CommandResult result = RunCommand(absl::StrCat(
-      python, " ", GPSEL_SOURCE_DIR, "/tests/server/python_interop.py --target 127.0.0.1:",
+      python, " ", GPSEL_SOURCE_DIR, "/tests/server/service/python_interop.py --target 127.0.0.1:",
       (*server)->port(), " --descriptor-set ", GPSEL_DESCRIPTOR_SET, " 2>&1"));
   server->reset();
   std::filesystem::remove_all(dir);
