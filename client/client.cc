@@ -131,14 +131,22 @@ absl::Status Client::CallWithRetries(
   }
 }
 
-absl::StatusOr<v1::ScoreResponse> Client::Score(const v1::ScoreRequest& request) {
-  v1::ScoreResponse response;
+template <typename Request, typename Response>
+absl::StatusOr<Response> Client::Unary(
+    const Request& request,
+    grpc::Status (v1::ModelSelectionService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                         Response*)) const {
+  Response response;
   absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
     response.Clear();
-    return stub_->Score(context, request, &response);
+    return (stub_.get()->*rpc)(context, request, &response);
   });
   if (!status.ok()) return status;
   return response;
+}
+
+absl::StatusOr<v1::ScoreResponse> Client::Score(const v1::ScoreRequest& request) {
+  return Unary(request, &v1::ModelSelectionService::Stub::Score);
 }
 
 absl::StatusOr<v1::SearchResult> Client::Search(
@@ -177,13 +185,7 @@ absl::StatusOr<v1::SearchResult> Client::Search(
 }
 
 absl::StatusOr<v1::PredictResponse> Client::Predict(const v1::PredictRequest& request) {
-  v1::PredictResponse response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    response.Clear();
-    return stub_->Predict(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response;
+  return Unary(request, &v1::ModelSelectionService::Stub::Predict);
 }
 
 // Every Submit call: a random request_id when none is given, so that the retries of one call
@@ -194,13 +196,7 @@ absl::StatusOr<Response> Client::Submit(
     grpc::Status (v1::ModelSelectionService::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                          Response*)) {
   if (request.request_id().empty()) request.set_request_id(RandomRequestId());
-  Response response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    response.Clear();
-    return (stub_.get()->*rpc)(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response;
+  return Unary(request, rpc);
 }
 
 absl::StatusOr<v1::SubmitEvidenceResponse> Client::SubmitEvidence(
@@ -219,33 +215,23 @@ absl::StatusOr<v1::SubmitScoreResponse> Client::SubmitScore(v1::SubmitScoreReque
 absl::StatusOr<v1::Job> Client::GetJob(const std::string& name) {
   v1::GetJobRequest request;
   request.set_name(name);
-  v1::GetJobResponse response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    return stub_->GetJob(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response.job();
+  absl::StatusOr<v1::GetJobResponse> response =
+      Unary(request, &v1::ModelSelectionService::Stub::GetJob);
+  if (!response.ok()) return response.status();
+  return response->job();
 }
 
 absl::StatusOr<v1::Job> Client::CancelJob(const std::string& name) {
   v1::CancelJobRequest request;
   request.set_name(name);
-  v1::CancelJobResponse response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    return stub_->CancelJob(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response.job();
+  absl::StatusOr<v1::CancelJobResponse> response =
+      Unary(request, &v1::ModelSelectionService::Stub::CancelJob);
+  if (!response.ok()) return response.status();
+  return response->job();
 }
 
 absl::StatusOr<v1::ListJobsResponse> Client::ListJobs(const v1::ListJobsRequest& request) {
-  v1::ListJobsResponse response;
-  absl::Status status = CallWithRetries([&](grpc::ClientContext* context) {
-    response.Clear();
-    return stub_->ListJobs(context, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response;
+  return Unary(request, &v1::ModelSelectionService::Stub::ListJobs);
 }
 
 absl::StatusOr<v1::Job> Client::WaitJob(const std::string& name,

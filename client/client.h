@@ -124,6 +124,13 @@ class Client {
   void Prepare(grpc::ClientContext* context, absl::Time deadline) const;
   // Runs `call` until it succeeds, fails with a non-retryable code, or attempts/deadline run out.
   absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
+  // One unary RPC of the stub (`rpc`, e.g. &Stub::GetJob) with CallWithRetries: its response,
+  // or the error of the last attempt.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(
+      const Request& request,
+      grpc::Status (v1::ModelSelectionService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                           Response*)) const;
   template <typename Request, typename Response>
   absl::StatusOr<Response> Submit(
       Request request,

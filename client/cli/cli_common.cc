@@ -9,7 +9,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -102,6 +104,85 @@ absl::StatusOr<std::vector<KernelExpr>> ParseKernelFlags(const FitFlags& flags) 
 
 absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags) {
   return ParseXScaling(flags.scale_x, "--scale-x");
+}
+
+void AddThreadsFlag(CLI::App& sub, FitFlags& flags, const std::string& what) {
+  sub.add_option("--threads", flags.threads,
+                 absl::StrCat(what, " on N threads (default 0 = one per core; the result does not "
+                                    "depend on N)"))
+      ->check(CLI::Range(0, 256));
+}
+
+int ThreadsOrOnePerCore(int threads) {
+  if (threads > 0) return threads;
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 256);
+}
+
+absl::StatusOr<ScoreOptions> ScoreOptionsFromFlags(const FitFlags& flags) {
+  ScoreOptions options;
+  options.fit.restarts = flags.restarts;
+  options.fit.seed = flags.seed;
+  options.fit.threads = ThreadsOrOnePerCore(flags.threads);
+  options.standardize = !flags.no_standardize;
+  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags);
+  if (!settings.ok()) return settings.status();
+  options.hyperparameters = *std::move(settings);
+  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags);
+  if (!scale_x.ok()) return scale_x.status();
+  options.scale_x = *scale_x;
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  return options;
+}
+
+void AddSearchFlags(CLI::App& sub, SearchFlags& flags, bool with_score_kept) {
+  sub.add_option("--base", flags.base,
+                 "comma-separated base kernels (SE, MAT12, MAT32, MAT52, LIN, PER, RQ, C; "
+                 "optionally pinned to an input column, e.g. SE[1])")
+      ->capture_default_str();
+  sub.add_option("--depth", flags.depth, "at most this many base kernels (1..10)")
+      ->capture_default_str();
+  sub.add_option("--metric", flags.metric,
+                 "the metric that chooses: mll, map, aic, bic, lap, lap0, lap_aic, lap_bic, "
+                 "lap_bic_half (search: also evidence, by nested sampling; slow)")
+      ->capture_default_str();
+  sub.add_option("--beam", flags.beam, "kernels kept per step (1 = greedy CKS)")
+      ->capture_default_str();
+  sub.add_flag("--warm-start,!--no-warm-start", flags.warm_start,
+               "also start each candidate's fit from its parent's optimum, the added part "
+               "switched off, so a child never fits worse than the parent it contains "
+               "(default; --no-warm-start as in the paper's search)");
+  if (with_score_kept) {
+    sub.add_flag("--score-kept", flags.score_kept,
+                 "also score each step's kept kernel with every metric, as the best kernel is "
+                 "(steps[].kept_score in --json), reusing the search's fit of it; costs one more "
+                 "MLL + MAP fit per kept kernel other than the best");
+  }
+}
+
+absl::StatusOr<SearchOptions> SearchOptionsFromFlags(const SearchFlags& search,
+                                                     const FitFlags& fit) {
+  SearchOptions options;
+  absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(search.base);
+  if (!bases.ok()) return bases.status();
+  options.base_kernels = *std::move(bases);
+  options.max_depth = search.depth;
+  options.metric = absl::AsciiStrToLower(search.metric);
+  options.beam_width = search.beam;
+  options.threads = fit.threads;
+  options.warm_start = search.warm_start;
+  options.score_kept_kernels = search.score_kept;
+  absl::StatusOr<ScoreOptions> score = ScoreOptionsFromFlags(fit);
+  if (!score.ok()) return score.status();
+  options.score = *std::move(score);
+  // The search parallelises over candidates; each candidate's starts run on its thread.
+  options.score.fit.threads = 1;
+  if (options.metric == "evidence") {
+    NestedSamplingOptions sampling;
+    sampling.seed = fit.seed;
+    options.scorer = MakeEvidenceScorer(options.score, sampling);
+  }
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  return options;
 }
 
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags) {

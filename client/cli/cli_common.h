@@ -48,6 +48,7 @@ struct FitFlags {
   std::vector<std::string> priors;  // NAME=MEAN,SD
   std::vector<std::string> fixed;   // NAME=VALUE
   std::string scale_x = "none";     // none | auto | FACTOR
+  int threads = 0;                  // --threads, where the command has it; 0: one per core
 };
 void AddDataFlag(CLI::App& sub, FitFlags& flags);  // --data FILE, or '-' for stdin
 // The dataset of --data (stdin for '-').
@@ -67,6 +68,34 @@ absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags);
 absl::StatusOr<std::vector<KernelExpr>> ParseKernelFlags(const FitFlags& flags);
 // The x scaling of --scale-x; INVALID_ARGUMENT naming the flag.
 absl::StatusOr<XScaling> ParseScaleXFlag(const FitFlags& flags);
+
+// --threads N, with the command's own words for what runs in parallel; 0 (the default) is one
+// per core. No result depends on it.
+void AddThreadsFlag(CLI::App& sub, FitFlags& flags, const std::string& what);
+// --threads as a count: N, or one per core (at most 256) for 0.
+int ThreadsOrOnePerCore(int threads);
+
+// The one place the fit flags become core's options (a new fit or score option is added here
+// and in AddFitFlags): --restarts --seed --threads --no-standardize --prior --fix --scale-x.
+// Validated; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<ScoreOptions> ScoreOptionsFromFlags(const FitFlags& flags);
+
+// The search flags of `gpsel search` and `gpsel report --search`.
+struct SearchFlags {
+  std::string base = "SE,LIN,MAT32";
+  int depth = 3;
+  std::string metric = "lap0";
+  int beam = 1;
+  bool warm_start = true;
+  bool score_kept = false;
+};
+// --base --depth --metric --beam --warm-start/--no-warm-start, and --score-kept when asked.
+void AddSearchFlags(CLI::App& sub, SearchFlags& flags, bool with_score_kept);
+// The one place the search flags become core's options: candidates fitted in parallel on
+// --threads, each candidate's fit on one thread; the score options from ScoreOptionsFromFlags.
+// Validated; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<SearchOptions> SearchOptionsFromFlags(const SearchFlags& search,
+                                                     const FitFlags& fit);
 
 // Prints `message` in the protobuf JSON mapping with the .proto field names (snake_case), every
 // field present, indented: what `--json` prints for every command.

@@ -4,7 +4,6 @@
 // prints the EvidenceResult message (--detach: the SubmitEvidenceResponse's job) in the protobuf
 // JSON mapping.
 #include <iostream>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "gpsel/client/cli/backend.h"
@@ -27,7 +26,6 @@ struct EvidenceFlags {
   double max_seconds = 0;
   bool detach = false;
   std::string method = "nested";
-  int threads = 0;  // 0: one per core
   int runs = 1;
   int batch_size = 1;
   double target_error = ImportanceSamplingOptions{}.target_error;
@@ -40,17 +38,15 @@ int RunEvidence(const EvidenceFlags& flags) {
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());
-  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
-  if (!settings.ok()) return ReportError(settings.status());
+  absl::StatusOr<ScoreOptions> fit_options = ScoreOptionsFromFlags(flags.fit);
+  if (!fit_options.ok()) return ReportError(fit_options.status());
 
   EvidenceOptions options;
   absl::StatusOr<EvidenceMethod> method = ParseEvidenceMethod(flags.method, "--method");
   if (!method.ok()) return ReportError(method.status());
   options.method = *method;
   options.importance.seed = flags.fit.seed;
-  options.importance.threads =
-      flags.threads > 0 ? flags.threads
-                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  options.importance.threads = fit_options->fit.threads;
   options.importance.target_error = flags.target_error;
   options.importance.max_samples = flags.max_samples;
   options.importance.max_seconds = flags.max_seconds;
@@ -66,11 +62,9 @@ int RunEvidence(const EvidenceFlags& flags) {
   options.sampling.return_samples = flags.samples;
   options.sampling.max_likelihood_calls = flags.max_calls;
   options.sampling.max_seconds = flags.max_seconds;
-  options.standardize = !flags.fit.no_standardize;
-  options.hyperparameters = *settings;
-  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
-  if (!scale_x.ok()) return ReportError(scale_x.status());
-  options.scale_x = *scale_x;
+  options.standardize = fit_options->standardize;
+  options.hyperparameters = fit_options->hyperparameters;
+  options.scale_x = fit_options->scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   if (flags.detach && flags.remote.server.empty()) {
@@ -169,10 +163,9 @@ CommandRunner SetupEvidence(CLI::App& sub) {
                  "modes' Laplace approximations; also 'is') or auto (importance where its "
                  "diagnostics pass, else nested)")
       ->capture_default_str();
-  sub.add_option("--threads", flags->threads,
-                 "threads: importance sampling's mode search and likelihoods, or the nested-"
-                 "sampling runs and --batch-size candidates (default 0 = one per core; the "
-                 "result does not depend on N)");
+  AddThreadsFlag(sub, flags->fit,
+                 "run importance sampling's mode search and likelihoods, or the nested-sampling "
+                 "runs and --batch-size candidates,");
   sub.add_option("--runs", flags->runs,
                  "nested sampling: K independent runs, merged (error about sqrt(K) smaller; "
                  "their spread is reported too); with --server each run is a task that any "

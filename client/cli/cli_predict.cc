@@ -135,15 +135,9 @@ int RunPredict(const PredictFlags& flags) {
   }
   options.objective = flags.objective == "mll" ? FitObjective::kMaximumLikelihood
                                                : FitObjective::kMaximumAPosteriori;
-  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
-  if (!settings.ok()) return ReportError(settings.status());
-  options.fit.fit.restarts = flags.fit.restarts;
-  options.fit.fit.seed = flags.fit.seed;
-  options.fit.standardize = !flags.fit.no_standardize;
-  options.fit.hyperparameters = *settings;
-  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
-  if (!scale_x.ok()) return ReportError(scale_x.status());
-  options.fit.scale_x = *scale_x;
+  absl::StatusOr<ScoreOptions> fit_options = ScoreOptionsFromFlags(flags.fit);
+  if (!fit_options.ok()) return ReportError(fit_options.status());
+  options.fit = *std::move(fit_options);
   options.components = flags.components;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 

@@ -13,7 +13,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -42,11 +41,7 @@ struct ReportFlags {
   RemoteFlags remote;
   std::string out_dir;
   bool search = false;
-  std::string base = "SE,LIN,MAT32";
-  int depth = 3;
-  int beam = 1;
-  std::string metric = "lap0";
-  int threads = 0;
+  SearchFlags search_flags;
   bool evidence = false;
   std::string evidence_method = "nested";
   double dlogz = 0.1;
@@ -91,15 +86,14 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
   if (!parsed.ok()) return ReportError(parsed.status());
   std::vector<KernelExpr> kernels = *std::move(parsed);
-  const std::string metric = absl::AsciiStrToLower(flags.metric);
+  const std::string metric = absl::AsciiStrToLower(flags.search_flags.metric);
   if (absl::StatusOr<Metric> m = ParseMetric(metric); !m.ok()) {
     return ReportError(
         absl::InvalidArgumentError(absl::StrCat("--metric: ", m.status().message())));
   }
-  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
-  if (!settings.ok()) return ReportError(settings.status());
-  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
-  if (!scale_x.ok()) return ReportError(scale_x.status());
+  absl::StatusOr<ScoreOptions> fit_options = ScoreOptionsFromFlags(flags.fit);
+  if (!fit_options.ok()) return ReportError(fit_options.status());
+  const ScoreOptions& score_options = *fit_options;
   absl::StatusOr<EvidenceMethod> evidence_method =
       ParseEvidenceMethod(flags.evidence_method, "--method");
   if (!evidence_method.ok()) return ReportError(evidence_method.status());
@@ -111,32 +105,15 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
     }
   }
 
-  ScoreOptions score_options;
-  score_options.fit.restarts = flags.fit.restarts;
-  score_options.fit.seed = flags.fit.seed;
-  score_options.fit.threads =
-      flags.threads > 0 ? flags.threads
-                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 256);
-  score_options.standardize = !flags.fit.no_standardize;
-  score_options.hyperparameters = *settings;
-  score_options.scale_x = *scale_x;
-  if (absl::Status s = score_options.Validate(); !s.ok()) return ReportError(s);
-
   SearchOptions search_options;
   if (flags.search) {
-    absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(flags.base);
-    if (!bases.ok()) return ReportError(bases.status());
-    search_options.base_kernels = *std::move(bases);
-    search_options.max_depth = flags.depth;
-    search_options.metric = metric;
-    search_options.beam_width = flags.beam;
-    search_options.threads = flags.threads;
-    search_options.score = score_options;
-    search_options.score.fit.threads = 1;
     // The search scores the kernels of its path with every metric, reusing its fits, so the
     // comparison below need not fit them again.
-    search_options.score_kept_kernels = true;
-    if (absl::Status s = search_options.Validate(); !s.ok()) return ReportError(s);
+    SearchFlags search_flags = flags.search_flags;
+    search_flags.score_kept = true;
+    absl::StatusOr<SearchOptions> parsed = SearchOptionsFromFlags(search_flags, flags.fit);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    search_options = *std::move(parsed);
   }
   report::ReportOptions report_options;
   report_options.out_dir = flags.out_dir;
@@ -278,8 +255,8 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
     evidence_options.importance.return_samples = true;
     evidence_options.importance.seed = flags.fit.seed;
     evidence_options.standardize = in.chosen.standardized;
-    evidence_options.hyperparameters = *settings;
-    evidence_options.scale_x = *scale_x;
+    evidence_options.hyperparameters = score_options.hyperparameters;
+    evidence_options.scale_x = score_options.scale_x;
     evidence_options.method = *evidence_method;
     if (absl::Status s = evidence_options.Validate(); !s.ok()) return ReportError(s);
     absl::StatusOr<EvidenceResult> evidence =
@@ -367,18 +344,8 @@ CommandRunner SetupReport(CLI::App& sub) {
   sub.add_flag("--search", flags->search,
                "choose the kernel by Compositional Kernel Search (--base, --depth, --beam); the "
                "kernels kept at each step are compared with any --kernel");
-  sub.add_option("--base", flags->base, "search: comma-separated base kernels")
-      ->capture_default_str();
-  sub.add_option("--depth", flags->depth, "search: at most this many base kernels")
-      ->capture_default_str();
-  sub.add_option("--beam", flags->beam, "search: kernels kept per step")->capture_default_str();
-  sub.add_option("--metric", flags->metric,
-                 "the metric that chooses: mll, map, aic, bic, lap, lap0, lap_aic, lap_bic")
-      ->capture_default_str();
-  sub.add_option("--threads", flags->threads,
-                 "threads (0 = one per core); results do not "
-                 "depend on it")
-      ->capture_default_str();
+  AddSearchFlags(sub, flags->search_flags, /*with_score_kept=*/false);
+  AddThreadsFlag(sub, flags->fit, "fit the starts (and, with --search, the candidates)");
   sub.add_flag("--evidence", flags->evidence,
                "also compute the chosen kernel's log evidence by nested sampling, for log Z "
                "in the metrics figure and the samples under the Laplace ellipse");

@@ -5,7 +5,6 @@
 #include <iostream>
 #include <algorithm>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,7 +23,6 @@ struct ScoreFlags {
   RemoteFlags remote;
   std::string metrics = "mll,map,aic,bic,lap,lap0,lap_aic,lap_bic";
   std::vector<double> laplace_r;
-  int threads = 0;  // 0: one per core
   JobFlags queue;
 };
 
@@ -114,23 +112,11 @@ int RunScore(const ScoreFlags& flags) {
   const std::vector<KernelExpr>& kernels = *parsed;
   absl::StatusOr<std::vector<Metric>> metrics = ParseMetricList(flags.metrics);
   if (!metrics.ok()) return ReportError(metrics.status());
-  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
-  if (!settings.ok()) return ReportError(settings.status());
-
-  ScoreOptions options;
-  options.fit.restarts = flags.fit.restarts;
-  options.fit.seed = flags.fit.seed;
-  options.fit.threads = flags.threads > 0
-                            ? flags.threads
-                            : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
-                                         256);
-  options.standardize = !flags.fit.no_standardize;
+  absl::StatusOr<ScoreOptions> fit_options = ScoreOptionsFromFlags(flags.fit);
+  if (!fit_options.ok()) return ReportError(fit_options.status());
+  ScoreOptions options = *std::move(fit_options);
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;
-  options.hyperparameters = *settings;
-  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
-  if (!scale_x.ok()) return ReportError(scale_x.status());
-  options.scale_x = *scale_x;
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
@@ -174,10 +160,7 @@ CommandRunner SetupScore(CLI::App& sub) {
   sub.add_option("--metrics", flags->metrics,
                  "comma-separated metrics or 'all' (adds lap_bic_half)")
       ->capture_default_str();
-  sub.add_option("--threads", flags->threads,
-                 "fit the random starts in parallel on N threads (default 0 = one per core; "
-                 "same result for any N)")
-      ->check(CLI::Range(0, 256));
+  AddThreadsFlag(sub, flags->fit, "fit the random starts in parallel");
   sub.add_option("--laplace-r", flags->laplace_r,
                  "extra Laplace variant with minimal correction r (repeatable)");
   AddFitFlags(sub, flags->fit);

@@ -11,9 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gpsel/client/cli/backend.h"
 #include "gpsel/client/cli/cli_common.h"
@@ -26,49 +24,20 @@
 namespace gpsel::cli {
 namespace {
 
-struct SearchFlags {
+struct SearchCommandFlags {
   FitFlags fit;
+  SearchFlags search;
   RemoteFlags remote;
-  std::string base = "SE,LIN,MAT32";
-  int depth = 3;
-  std::string metric = "lap0";
-  int beam = 1;
-  int threads = 0;
-  bool warm_start = true;
-  bool score_kept = false;
   JobFlags queue;
 };
 
-int RunSearch(const SearchFlags& flags) {
+int RunSearch(const SearchCommandFlags& flags) {
   const bool remote = !flags.remote.server.empty();
   absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
   if (!data.ok()) return ReportError(data.status());
-  absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(flags.base);
-  if (!bases.ok()) return ReportError(bases.status());
-  absl::StatusOr<HyperparameterSettings> settings = ParseHyperparameterFlags(flags.fit);
-  if (!settings.ok()) return ReportError(settings.status());
-
-  SearchOptions options;
-  options.base_kernels = *std::move(bases);
-  options.max_depth = flags.depth;
-  options.metric = absl::AsciiStrToLower(flags.metric);
-  options.beam_width = flags.beam;
-  options.threads = flags.threads;
-  options.warm_start = flags.warm_start;
-  options.score_kept_kernels = flags.score_kept;
-  options.score.fit.restarts = flags.fit.restarts;
-  options.score.fit.seed = flags.fit.seed;
-  options.score.standardize = !flags.fit.no_standardize;
-  options.score.hyperparameters = *std::move(settings);
-  absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags.fit);
-  if (!scale_x.ok()) return ReportError(scale_x.status());
-  options.score.scale_x = *scale_x;
-  if (options.metric == "evidence") {
-    NestedSamplingOptions sampling;
-    sampling.seed = flags.fit.seed;
-    options.scorer = MakeEvidenceScorer(options.score, sampling);
-  }
-  if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
+  absl::StatusOr<SearchOptions> search_options = SearchOptionsFromFlags(flags.search, flags.fit);
+  if (!search_options.ok()) return ReportError(search_options.status());
+  const SearchOptions& options = *search_options;
 
   if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
   if (flags.queue.queued() && options.scorer) {
@@ -85,9 +54,7 @@ int RunSearch(const SearchFlags& flags) {
   }
   if (!options.scorer) {  // a custom scorer (evidence) has no cost model
     SearchOptions estimated = options;
-    if (estimated.threads == 0) {
-      estimated.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    }
+    estimated.threads = ThreadsOrOnePerCore(estimated.threads);
     AnnounceEstimate(EstimateSearchTime(*data, estimated), EstimateSearchMemory(*data, estimated),
                      remote);
   }
@@ -112,31 +79,10 @@ int RunSearch(const SearchFlags& flags) {
 }  // namespace
 
 CommandRunner SetupSearch(CLI::App& sub) {
-  auto flags = std::make_shared<SearchFlags>();
+  auto flags = std::make_shared<SearchCommandFlags>();
   AddDataFlag(sub, flags->fit);
-  sub.add_option("--base", flags->base,
-                 "comma-separated base kernels (SE, MAT12, MAT32, MAT52, LIN, PER, RQ, C; "
-                 "optionally pinned to an input column, e.g. SE[1])")
-      ->capture_default_str();
-  sub.add_option("--depth", flags->depth, "at most this many base kernels (1..10)")
-      ->capture_default_str();
-  sub.add_option("--metric", flags->metric,
-                 "mll, map, aic, bic, lap, lap0, lap_aic, lap_bic, lap_bic_half, or evidence "
-                 "(nested sampling; slow)")
-      ->capture_default_str();
-  sub.add_option("--beam", flags->beam, "kernels kept per step (1 = greedy CKS)")
-      ->capture_default_str();
-  sub.add_option("--threads", flags->threads,
-                 "candidates fitted in parallel (0 = one per CPU); results do not depend on it")
-      ->capture_default_str();
-  sub.add_flag("--warm-start,!--no-warm-start", flags->warm_start,
-               "also start each candidate's fit from its parent's optimum, the added part "
-               "switched off, so a child never fits worse than the parent it contains "
-               "(default; --no-warm-start as in the paper's search)");
-  sub.add_flag("--score-kept", flags->score_kept,
-               "also score each step's kept kernel with every metric, as the best kernel is "
-               "(steps[].kept_score in --json), reusing the search's fit of it; costs one more "
-               "MLL + MAP fit per kept kernel other than the best");
+  AddSearchFlags(sub, flags->search, /*with_score_kept=*/true);
+  AddThreadsFlag(sub, flags->fit, "fit the candidates in parallel");
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   AddJobFlags(sub, flags->queue, "each step's candidates");

@@ -1,7 +1,7 @@
 // Job kinds: what the asynchronous jobs of the job store (server/store/job_store.h) can be, and the
 // store's Job as the gpsel.v1.Job API resource.
 //
-// A JobKind names one kind of job ("evidence"; later "search", "score") and says how to run a
+// A JobKind names one kind of job ("evidence", "search", "score") and says how to run a
 // stored request and how to show its kind-specific fields. The server builds one
 // JobKindRegistry at startup (server/service/server.cc), registers every kind in it — each kind has
 // its own registration function, e.g. RegisterEvidenceJobKind in server/jobs/evidence_job.h — and
