@@ -369,37 +369,31 @@ bool ModelSelectionServiceImpl::Schedule(std::function<void()> task, absl::Statu
   return accepted;
 }
 
-grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerContext* context,
-                                                           const v1::ScoreRequest* request,
-                                                           v1::ScoreResponse* response) {
+template <typename Valid, typename Response>
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ServeCpuUnary(
+    grpc::CallbackServerContext* context, const std::function<absl::StatusOr<Valid>()>& validate,
+    Response* response,
+    std::function<absl::Status(const Valid&, const ProgressCallback& cancel, Response*)> work) {
   auto* reactor = new CpuUnaryReactor();
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
   }
-  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(*request, options_.limits);
+  absl::StatusOr<Valid> valid = validate();
   if (!valid.ok()) {
     reactor->FinishWith(valid.status());
     return reactor;
   }
-  auto work = std::make_shared<ValidScore>(*std::move(valid));
+  auto request = std::make_shared<Valid>(*std::move(valid));
   const Clock::time_point deadline = context->deadline();
   absl::Status refusal;
   const bool accepted = Schedule(
-      [reactor, response, work, deadline] {
+      [reactor, response, request, deadline, work = std::move(work)] {
         ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
         const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
           // It may have waited in the queue.
           if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
-          // Smaller kernels first, each feeding the fits of the larger ones that contain it.
-          int failed = 0;
-          absl::StatusOr<std::vector<KernelScore>> scores =
-              ScoreKernels(work->data, work->kernels, work->options, cancel, &failed);
-          if (!scores.ok()) {
-            return AttachField(scores.status(), absl::StrCat("kernels[", failed, "]"));
-          }
-          for (const KernelScore& score : *scores) bridge::ToProto(score, response->add_scores());
-          return absl::OkStatus();
+          return work(*request, cancel, response);
         });
         if (!status.ok()) response->Clear();
         reactor->FinishWith(status);
@@ -407,6 +401,25 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerC
       &refusal);
   if (!accepted) reactor->FinishWith(refusal);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerContext* context,
+                                                           const v1::ScoreRequest* request,
+                                                           v1::ScoreResponse* response) {
+  return ServeCpuUnary<ValidScore, v1::ScoreResponse>(
+      context, [&] { return ValidateScoreRequest(*request, options_.limits); }, response,
+      [](const ValidScore& work, const ProgressCallback& cancel,
+         v1::ScoreResponse* response) -> absl::Status {
+        // Smaller kernels first, each feeding the fits of the larger ones that contain it.
+        int failed = 0;
+        absl::StatusOr<std::vector<KernelScore>> scores =
+            ScoreKernels(work.data, work.kernels, work.options, cancel, &failed);
+        if (!scores.ok()) {
+          return AttachField(scores.status(), absl::StrCat("kernels[", failed, "]"));
+        }
+        for (const KernelScore& score : *scores) bridge::ToProto(score, response->add_scores());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
@@ -452,39 +465,19 @@ grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServerContext* context,
                                                              const v1::PredictRequest* request,
                                                              v1::PredictResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
-  if (absl::Status s = Admit(context); !s.ok()) {
-    reactor->FinishWith(s);
-    return reactor;
-  }
-  absl::StatusOr<ValidPredict> valid = ValidatePredictRequest(*request, options_.limits);
-  if (!valid.ok()) {
-    reactor->FinishWith(valid.status());
-    return reactor;
-  }
-  auto work = std::make_shared<ValidPredict>(*std::move(valid));
-  const Clock::time_point deadline = context->deadline();
-  absl::Status refusal;
-  const bool accepted = Schedule(
-      [reactor, response, work, deadline] {
-        ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
-        const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
-          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
-          absl::StatusOr<PredictResult> result =
-              FitAndPredict(work->data, work->kernel, work->x_new, work->options, cancel);
-          if (!result.ok()) {
-            const bool fitted = work->options.hyperparameters.empty();
-            return AttachField(result.status(), fitted ? "kernel" : "hyperparameters");
-          }
-          bridge::ToProto(*result, response);
-          return absl::OkStatus();
-        });
-        if (!status.ok()) response->Clear();
-        reactor->FinishWith(status);
-      },
-      &refusal);
-  if (!accepted) reactor->FinishWith(refusal);
-  return reactor;
+  return ServeCpuUnary<ValidPredict, v1::PredictResponse>(
+      context, [&] { return ValidatePredictRequest(*request, options_.limits); }, response,
+      [](const ValidPredict& work, const ProgressCallback& cancel,
+         v1::PredictResponse* response) -> absl::Status {
+        absl::StatusOr<PredictResult> result =
+            FitAndPredict(work.data, work.kernel, work.x_new, work.options, cancel);
+        if (!result.ok()) {
+          const bool fitted = work.options.hyperparameters.empty();
+          return AttachField(result.status(), fitted ? "kernel" : "hyperparameters");
+        }
+        bridge::ToProto(*result, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(

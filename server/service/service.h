@@ -94,6 +94,14 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   // Queues CPU work; false (and a RESOURCE_EXHAUSTED status in *refusal) when full.
   bool Schedule(std::function<void()> task, absl::Status* refusal);
   void UpdatePoolMetrics();
+  // The one shape of the CPU-bound unary RPCs (Score, Predict): Admit, then `validate` the
+  // request, then queue `work` on the pool (RESOURCE_EXHAUSTED when full) and run it under the
+  // call's cancellation and deadline and the memory guard; the response is cleared on failure.
+  template <typename Valid, typename Response>
+  grpc::ServerUnaryReactor* ServeCpuUnary(
+      grpc::CallbackServerContext* context,
+      const std::function<absl::StatusOr<Valid>()>& validate, Response* response,
+      std::function<absl::Status(const Valid&, const ProgressCallback& cancel, Response*)> work);
   // A Submit* call after validation (`validation`: Admit's and the request's checks; its field
   // names get `field_prefix`, the wrapped request's field in the Submit message): stores
   // `stored` as a job of `kind` and fills the response's job and created.
