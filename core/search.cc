@@ -586,6 +586,16 @@ class KernelSearchRun {
   };
 
   absl::Status Prepare();
+  // The candidates of step `depth`: the base kernels at depth 1, else every expansion of each
+  // kernel of the beam (recorded in step->expanded), each once, with its parent's warm start.
+  std::vector<Slot> Candidates(int depth, const std::vector<KernelExpr>& beam, SearchStep* step);
+  // Slot `kernel`, a child of `parent_kernel` (null for a base kernel) named `parent`.
+  Slot MakeSlot(KernelExpr kernel, const KernelExpr* parent_kernel, const std::string& parent,
+                std::string derivation) const;
+  // The phase after the steps: the best kernel, and each kept kernel of `kept_slots` (by step
+  // index), scored with every metric into `result`.
+  absl::Status ScoreBestAndKept(const Slot& best, const std::map<size_t, Slot>& kept_slots,
+                                SearchResult* result);
   // Scores every slot (cache or pool); returns the callback's status when cancelled.
   absl::Status ScoreStep(int depth, std::vector<Slot>& slots);
   // ScoreStep's scoring of the slots `to_score` by options_.score_candidates, in one batch;
@@ -908,6 +918,109 @@ absl::Status KernelSearchRun::StoreStep(std::vector<Slot>& slots, const std::vec
   return absl::OkStatus();
 }
 
+KernelSearchRun::Slot KernelSearchRun::MakeSlot(KernelExpr kernel,
+                                                const KernelExpr* parent_kernel,
+                                                const std::string& parent,
+                                                std::string derivation) const {
+  Slot slot;
+  slot.record.kernel = ToString(kernel);
+  slot.record.parent = parent;
+  slot.record.derivation = std::move(derivation);
+  slot.record.num_base_kernels = NumBaseKernels(kernel);
+  slot.record.seed = CandidateSeed(options_.score.fit.seed, slot.record.kernel);
+  slot.kernel = std::move(kernel);
+  if (options_.warm_start && parent_kernel != nullptr) {
+    auto parent_score = beam_scores_.find(parent);
+    if (parent_score != beam_scores_.end() && !parent_score->second.parameter_names.empty()) {
+      absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
+          *parent_kernel, slot.kernel, options_.score.hyperparameters,
+          parent_score->second.parameter_names, parent_score->second.raw_optimum,
+          options_.score.fit.raw_lower_bound, options_.score.fit.raw_upper_bound);
+      if (warm.ok()) {
+        slot.warm_start = *std::move(warm);
+        slot.record.warm_started = true;
+      }
+    }
+  }
+  return slot;
+}
+
+std::vector<KernelSearchRun::Slot> KernelSearchRun::Candidates(int depth,
+                                                               const std::vector<KernelExpr>& beam,
+                                                               SearchStep* step) {
+  std::vector<Slot> slots;
+  std::set<KernelExpr> in_step;
+  if (depth == 1) {
+    for (const KernelExpr& base : base_kernels_) {
+      if (in_step.insert(base).second) slots.push_back(MakeSlot(base, nullptr, "", "base"));
+    }
+    return slots;
+  }
+  for (const KernelExpr& parent : beam) {
+    const std::string parent_text = ToString(parent);
+    step->expanded.push_back(parent_text);
+    for (KernelExpansion& expansion : ExpandKernel(parent, base_kernels_, options_.max_depth)) {
+      // A kernel already in the beam is not its own competitor.
+      if (std::find(beam.begin(), beam.end(), expansion.kernel) != beam.end()) continue;
+      if (!in_step.insert(expansion.kernel).second) continue;
+      slots.push_back(MakeSlot(std::move(expansion.kernel), &parent, parent_text,
+                               std::move(expansion.derivation)));
+    }
+  }
+  return slots;
+}
+
+absl::Status KernelSearchRun::ScoreBestAndKept(const Slot& best,
+                                               const std::map<size_t, Slot>& kept_slots,
+                                               SearchResult* result) {
+  // The best kernel with every metric, fitted exactly as in the search (same seed and warm
+  // start, hence the same optima); with score_kept_kernels, each step's kept kernel too.
+  result->best_kernel = best.kernel;
+  result->best_score = best.record.score;
+  result->best_uncertainty = best.record.uncertainty;
+  std::vector<std::pair<size_t, const Slot*>> kept_to_score;  // (step index, its kept slot)
+  for (const auto& [step_index, slot] : kept_slots) {
+    if (slot.kernel != best.kernel) kept_to_score.emplace_back(step_index, &slot);
+  }
+  const int rescores = 1 + static_cast<int>(kept_to_score.size());
+  absl::StatusOr<KernelScore> final_score = RescoreWithEveryMetric(best, 0, rescores);
+  if (final_score.ok()) {
+    result->best = *std::move(final_score);
+  } else if (absl::IsInvalidArgument(final_score.status()) ||
+             absl::IsFailedPrecondition(final_score.status())) {
+    // Cannot happen with the default scorer (it just fitted this kernel); keep what we have.
+    result->best = best.result->details;
+  } else {
+    return final_score.status();
+  }
+  for (size_t k = 0; k < kept_to_score.size(); ++k) {
+    const auto& [step_index, slot] = kept_to_score[k];
+    absl::StatusOr<KernelScore> kept =
+        RescoreWithEveryMetric(*slot, static_cast<int>(k) + 1, rescores);
+    if (kept.ok()) {
+      if (!core_metric_) kept->metrics[options_.metric] = slot->record.score;
+      result->steps[step_index].kept_score = *std::move(kept);
+    } else if (!absl::IsInvalidArgument(kept.status()) &&
+               !absl::IsFailedPrecondition(kept.status())) {
+      return kept.status();
+    }
+    // Otherwise (a custom scorer's kernel that ScoreKernel cannot fit) the step has no
+    // kept_score, and a caller that needs one scores the kernel itself.
+  }
+  if (!core_metric_) result->best.metrics[options_.metric] = result->best_score;
+  // The re-score makes both fits together (cross-seeded, and from the candidate's own optimum),
+  // so its value is at least the candidate's: report the best kernel's score from it.
+  if (core_metric_) {
+    auto value = result->best.metrics.find(std::string(MetricName(*core_metric_)));
+    if (value != result->best.metrics.end()) result->best_score = value->second;
+  }
+  for (const auto& [step_index, slot] : kept_slots) {
+    if (slot.kernel == best.kernel) result->steps[step_index].kept_score = result->best;
+  }
+
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = Prepare(); !s.ok()) return s;
@@ -919,7 +1032,6 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   result.max_depth = options_.max_depth;
   result.beam_width = options_.beam_width;
   result.threads = threads_;
-  const uint64_t search_seed = options_.score.fit.seed;
 
   std::vector<KernelExpr> beam;
   std::optional<Slot> best;
@@ -930,49 +1042,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     const auto step_start = std::chrono::steady_clock::now();
     SearchStep step;
     step.depth = depth;
-    std::vector<Slot> slots;
-    std::set<KernelExpr> in_step;
-    auto add_candidate = [&](KernelExpr kernel, const KernelExpr* parent_kernel,
-                             const std::string& parent, std::string derivation) {
-      if (!in_step.insert(kernel).second) return;
-      Slot slot;
-      slot.record.kernel = ToString(kernel);
-      slot.record.parent = parent;
-      slot.record.derivation = std::move(derivation);
-      slot.record.num_base_kernels = NumBaseKernels(kernel);
-      slot.record.seed = CandidateSeed(search_seed, slot.record.kernel);
-      slot.kernel = std::move(kernel);
-      if (options_.warm_start && parent_kernel != nullptr) {
-        auto parent_score = beam_scores_.find(parent);
-        if (parent_score != beam_scores_.end() &&
-            !parent_score->second.parameter_names.empty()) {
-          absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
-              *parent_kernel, slot.kernel, options_.score.hyperparameters,
-              parent_score->second.parameter_names, parent_score->second.raw_optimum,
-              options_.score.fit.raw_lower_bound, options_.score.fit.raw_upper_bound);
-          if (warm.ok()) {
-            slot.warm_start = *std::move(warm);
-            slot.record.warm_started = true;
-          }
-        }
-      }
-      slots.push_back(std::move(slot));
-    };
-    if (depth == 1) {
-      for (const KernelExpr& base : base_kernels_) add_candidate(base, nullptr, "", "base");
-    } else {
-      for (const KernelExpr& parent : beam) {
-        const std::string parent_text = ToString(parent);
-        step.expanded.push_back(parent_text);
-        for (KernelExpansion& expansion :
-             ExpandKernel(parent, base_kernels_, options_.max_depth)) {
-          // A kernel already in the beam is not its own competitor.
-          if (std::find(beam.begin(), beam.end(), expansion.kernel) != beam.end()) continue;
-          add_candidate(std::move(expansion.kernel), &parent, parent_text,
-                        std::move(expansion.derivation));
-        }
-      }
-    }
+    std::vector<Slot> slots = Candidates(depth, beam, &step);
     if (slots.empty()) {
       result.stop_reason = absl::StrCat("no candidates within the depth limit at step ", depth);
       break;
@@ -1044,50 +1114,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     }
   }
 
-  // The best kernel with every metric, fitted exactly as in the search (same seed and warm
-  // start, hence the same optima); with score_kept_kernels, each step's kept kernel too.
-  result.best_kernel = best->kernel;
-  result.best_score = best->record.score;
-  result.best_uncertainty = best->record.uncertainty;
-  std::vector<std::pair<size_t, const Slot*>> kept_to_score;  // (step index, its kept slot)
-  for (const auto& [step_index, slot] : kept_slots) {
-    if (slot.kernel != best->kernel) kept_to_score.emplace_back(step_index, &slot);
-  }
-  const int rescores = 1 + static_cast<int>(kept_to_score.size());
-  absl::StatusOr<KernelScore> final_score = RescoreWithEveryMetric(*best, 0, rescores);
-  if (final_score.ok()) {
-    result.best = *std::move(final_score);
-  } else if (absl::IsInvalidArgument(final_score.status()) ||
-             absl::IsFailedPrecondition(final_score.status())) {
-    // Cannot happen with the default scorer (it just fitted this kernel); keep what we have.
-    result.best = best->result->details;
-  } else {
-    return final_score.status();
-  }
-  for (size_t k = 0; k < kept_to_score.size(); ++k) {
-    const auto& [step_index, slot] = kept_to_score[k];
-    absl::StatusOr<KernelScore> kept =
-        RescoreWithEveryMetric(*slot, static_cast<int>(k) + 1, rescores);
-    if (kept.ok()) {
-      if (!core_metric_) kept->metrics[options_.metric] = slot->record.score;
-      result.steps[step_index].kept_score = *std::move(kept);
-    } else if (!absl::IsInvalidArgument(kept.status()) &&
-               !absl::IsFailedPrecondition(kept.status())) {
-      return kept.status();
-    }
-    // Otherwise (a custom scorer's kernel that ScoreKernel cannot fit) the step has no
-    // kept_score, and a caller that needs one scores the kernel itself.
-  }
-  if (!core_metric_) result.best.metrics[options_.metric] = result.best_score;
-  // The re-score makes both fits together (cross-seeded, and from the candidate's own optimum),
-  // so its value is at least the candidate's: report the best kernel's score from it.
-  if (core_metric_) {
-    auto value = result.best.metrics.find(std::string(MetricName(*core_metric_)));
-    if (value != result.best.metrics.end()) result.best_score = value->second;
-  }
-  for (const auto& [step_index, slot] : kept_slots) {
-    if (slot.kernel == best->kernel) result.steps[step_index].kept_score = result.best;
-  }
+  if (absl::Status s = ScoreBestAndKept(*best, kept_slots, &result); !s.ok()) return s;
 
   result.seconds = SecondsSince(start);
   if (progress_) {
