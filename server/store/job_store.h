@@ -78,6 +78,14 @@ bool IsTerminal(JobState state);
 absl::Status StoreFullError(std::string_view message);
 bool IsStoreFull(const absl::Status& status);
 
+struct Job;
+// ALREADY_EXISTS marked as "this idempotency key already names another job" (a job of another
+// kind: one key names one job, whatever its kind), and the test for it. The service turns it
+// into google.rpc.ErrorInfo reason IDEMPOTENCY_KEY_REUSED.
+absl::Status IdempotencyKeyReusedError(std::string_view key, const Job& existing,
+                                       std::string_view kind);
+bool IsIdempotencyKeyReused(const absl::Status& status);
+
 struct Job {
   std::string id;    // ULID: 26 Crockford base-32 characters, roughly sortable by creation time
   std::string kind;  // e.g. "evidence"; chosen by the caller
@@ -161,8 +169,10 @@ class JobStore {
 
   // Enqueues a new QUEUED job. With a non-empty `idempotency_key`, a job of the same `kind` with
   // that key (in any state, until purged) is returned instead, with created=false, even when the
-  // queue is full — so a client can safely retry a submit. The key is scoped to `kind`. The
-  // request bytes of a retry are not compared (serialized protobufs are not canonical).
+  // queue is full — so a client can safely retry a submit. One key names one job whatever its
+  // kind: a key that names a job of another kind is ALREADY_EXISTS (IsIdempotencyKeyReused),
+  // and nothing is written. The request bytes of a retry are not compared (serialized protobufs
+  // are not canonical; the service compares the parsed messages).
   // RESOURCE_EXHAUSTED when `max_queued` > 0 and at least `max_queued` jobs (tasks not
   // counted) are QUEUED;
   // max_queued ≤ 0 means no limit. INVALID_ARGUMENT for an empty kind.

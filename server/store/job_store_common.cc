@@ -47,7 +47,23 @@ bool IsTerminal(JobState state) {
 namespace {
 // Payload key of StoreFullError; its value is irrelevant.
 constexpr char kStoreFullPayload[] = "gpsel.jobstore/store-full";
+// Payload key of IdempotencyKeyReusedError; its value is the id of the job the key names.
+constexpr char kKeyReusedPayload[] = "gpsel.jobstore/idempotency-key-reused";
 }  // namespace
+
+absl::Status IdempotencyKeyReusedError(std::string_view key, const Job& existing,
+                                       std::string_view kind) {
+  using job_store_internal::AsAbsl;
+  absl::Status status = absl::AlreadyExistsError(absl::StrCat(
+      "idempotency key '", AsAbsl(key), "' already names job ", existing.id, " of kind '",
+      existing.kind, "'; it cannot also name a '", AsAbsl(kind), "' job"));
+  status.SetPayload(kKeyReusedPayload, absl::Cord(existing.id));
+  return status;
+}
+
+bool IsIdempotencyKeyReused(const absl::Status& status) {
+  return absl::IsAlreadyExists(status) && status.GetPayload(kKeyReusedPayload).has_value();
+}
 
 absl::Status StoreFullError(std::string_view message) {
   absl::Status status = absl::ResourceExhaustedError(job_store_internal::AsAbsl(message));

@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS gpsel_jobs (
 CREATE INDEX IF NOT EXISTS gpsel_jobs_state_seq ON gpsel_jobs (state, seq);
 CREATE INDEX IF NOT EXISTS gpsel_jobs_active ON gpsel_jobs (seq)
   WHERE state IN ('QUEUED', 'RUNNING');
+-- Submit looks a key up without its kind (one key names one job); see job_store_sqlite.cc.
+CREATE INDEX IF NOT EXISTS gpsel_jobs_by_key ON gpsel_jobs (idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
 )sql";
 
 // Version 2: the task columns; see job_store_sqlite.cc.
@@ -109,7 +112,10 @@ constexpr PreparedSql kSelectJobById = {
     "gpsel_select_job", "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE id = $1"};
 constexpr PreparedSql kSelectByKey = {
     "gpsel_select_by_key",
-    "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE kind = $1 AND idempotency_key = $2"};
+    // The job a key names, whatever its kind (one key, one job); one of kind $1 first, should
+    // a database written before keys were global hold several.
+    "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE idempotency_key = $2 "
+    "ORDER BY (kind = $1) DESC, seq LIMIT 1"};
 constexpr PreparedSql kCountQueued = {
     "gpsel_count_queued",
     "SELECT count(*) FROM gpsel_jobs WHERE state = 'QUEUED' AND parent_id IS NULL"};
@@ -423,6 +429,10 @@ class PostgresJobStore final : public JobStore {
         absl::StatusOr<std::optional<Job>> existing =
             FirstJob(txn.exec_prepared(kSelectByKey.name, kind_str, key_str));
         if (!existing.ok()) return existing.status();
+        // Exact under the advisory lock: no submit of another kind can slip in between.
+        if (existing->has_value() && (*existing)->kind != kind_str) {
+          return IdempotencyKeyReusedError(idempotency_key, **existing, kind);
+        }
         if (existing->has_value()) {
           out.job = std::move(**existing);
           out.created = false;

@@ -63,6 +63,10 @@ CREATE TABLE IF NOT EXISTS gpsel_jobs (
 CREATE INDEX IF NOT EXISTS gpsel_jobs_state_seq ON gpsel_jobs (state, seq);
 CREATE INDEX IF NOT EXISTS gpsel_jobs_active ON gpsel_jobs (seq)
   WHERE state IN ('QUEUED', 'RUNNING');
+-- Keys name one job whatever its kind (Submit looks a key up without its kind). An index an
+-- older gpsel does not know harms nothing, so it needs no schema version.
+CREATE INDEX IF NOT EXISTS gpsel_jobs_by_key ON gpsel_jobs (idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
 )sql";
 
 // Version 2: the task columns (server/store/job_store.h "Tasks"). A task has a parent_id; the unique
@@ -91,8 +95,11 @@ CREATE INDEX gpsel_jobs_claim_order ON gpsel_jobs ((parent_id IS NULL), seq)
   "AND p.state IN ('QUEUED', 'RUNNING'))"
 
 constexpr char kSelectJobById[] = "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE id = ?1";
+// The job an idempotency key names, whatever its kind (one key, one job); a job of the asked
+// kind first, should a database written before keys were global hold several.
 constexpr char kSelectByKey[] =
-    "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE kind = ?1 AND idempotency_key = ?2";
+    "SELECT " GPSEL_JOB_COLUMNS " FROM gpsel_jobs WHERE idempotency_key = ?2 "
+    "ORDER BY (kind = ?1) DESC, seq LIMIT 1";
 constexpr char kCountQueued[] =
     "SELECT count(*) FROM gpsel_jobs WHERE state = 'QUEUED' AND parent_id IS NULL";
 constexpr char kInsertJob[] =
@@ -437,6 +444,9 @@ class SqliteJobStore final : public JobStore {
           st.BindText(2, idempotency_key);
         });
         if (!existing.ok()) return existing.status();
+        if (existing->has_value() && (*existing)->kind != kind) {
+          return IdempotencyKeyReusedError(idempotency_key, **existing, kind);
+        }
         if (existing->has_value()) {
           out.job = std::move(**existing);
           out.created = false;

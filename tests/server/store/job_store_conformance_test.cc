@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
 #include "tests/server/store/job_store_test_util.h"
@@ -244,10 +245,8 @@ TEST_P(JobStoreConformanceTest, SameIdempotencyKeyReturnsSameJob) {
   ASSERT_OK_AND_ASSIGN(SubmitResult other_key, store_->Submit(kKind, "req-a", "key-2", 0));
   EXPECT_TRUE(other_key.created);
   EXPECT_NE(other_key.job.id, first.job.id);
-  // Keys are scoped to the kind.
-  ASSERT_OK_AND_ASSIGN(SubmitResult other_kind, store_->Submit("score", "req-a", "key-1", 0));
-  EXPECT_TRUE(other_kind.created);
-  EXPECT_NE(other_kind.job.id, first.job.id);
+  // One key names one job, whatever the kind (OneIdempotencyKeyNamesOneJobAcrossKinds).
+  EXPECT_TRUE(IsIdempotencyKeyReused(store_->Submit("score", "req-a", "key-1", 0).status()));
   // No key: every submit is a new job.
   EXPECT_NE(MustSubmit(*store_, "same").id, MustSubmit(*store_, "same").id);
 
@@ -295,6 +294,78 @@ TEST_P(JobStoreConformanceTest, ConcurrentSubmitsWithSameKeyCreateOneJob) {
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 1u);
   ASSERT_OK_AND_ASSIGN(JobCounts counts, store_->CountByState());
   EXPECT_EQ(counts[JobState::kQueued], 1);
+}
+
+// Issue 33 item 2: the same key on an evidence, a search and a score submit made three jobs.
+// A key names one job: another kind is ALREADY_EXISTS naming that job, and writes nothing —
+// also with a full queue, from another store instance, and when submits of several kinds race.
+TEST_P(JobStoreConformanceTest, OneIdempotencyKeyNamesOneJobAcrossKinds) {
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, store_->Submit("evidence", "req", "shared-key", 0));
+  ASSERT_TRUE(first.created);
+  for (const char* kind : {"search", "score"}) {
+    absl::StatusOr<SubmitResult> other = store_->Submit(kind, "req", "shared-key", 0);
+    EXPECT_STATUS_CODE(other, absl::StatusCode::kAlreadyExists) << kind;
+    EXPECT_TRUE(IsIdempotencyKeyReused(other.status())) << other.status();
+    EXPECT_THAT(std::string(other.status().message()),
+                ::testing::HasSubstr(first.job.id));
+  }
+  // A full queue does not hide the conflict (the key is looked up first), and a plain
+  // ALREADY_EXISTS is not mistaken for it.
+  EXPECT_TRUE(IsIdempotencyKeyReused(store_->Submit("score", "r", "shared-key", 1).status()));
+  EXPECT_FALSE(IsIdempotencyKeyReused(absl::AlreadyExistsError("other")));
+  // Another store instance (another server) sees the same.
+  std::unique_ptr<JobStore> second = Open();
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(IsIdempotencyKeyReused(second->Submit("search", "r", "shared-key", 0).status()));
+  ASSERT_OK_AND_ASSIGN(SubmitResult retry, second->Submit("evidence", "r", "shared-key", 0));
+  EXPECT_FALSE(retry.created);
+  EXPECT_EQ(retry.job.id, first.job.id);
+  ASSERT_OK_AND_ASSIGN(JobCounts counts, store_->CountByState());
+  EXPECT_EQ(counts[JobState::kQueued], 1);
+
+  // Racing submits of three kinds under one fresh key, half on store instances of their own:
+  // exactly one job, and every other submit is a retry of its kind or the conflict.
+  constexpr int kThreads = 6;
+  std::vector<std::unique_ptr<JobStore>> own;
+  for (int t = 0; t < kThreads / 2; ++t) own.push_back(Open());
+  for (const auto& s : own) ASSERT_NE(s, nullptr);
+  const char* const kKinds[] = {"evidence", "search", "score"};
+  absl::Mutex mu;
+  std::set<std::string> ids;
+  std::set<std::string> created_kinds;
+  int created = 0, conflicts = 0;
+  std::atomic<int> go{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    JobStore* store = t < kThreads / 2 ? own[t].get() : store_.get();
+    const std::string kind = kKinds[t % 3];
+    threads.emplace_back([&, store, kind] {
+      go.fetch_add(1);
+      while (go.load() < kThreads) std::this_thread::yield();
+      for (int round = 0; round < 4; ++round) {
+        absl::StatusOr<SubmitResult> r = store->Submit(kind, "payload", "raced-key", 0);
+        absl::MutexLock lock(&mu);
+        if (r.ok()) {
+          ids.insert(r->job.id);
+          if (r->created) {
+            ++created;
+            created_kinds.insert(kind);
+          }
+        } else {
+          EXPECT_TRUE(IsIdempotencyKeyReused(r.status())) << r.status();
+          ++conflicts;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(ids.size(), 1u);
+  EXPECT_EQ(created_kinds.size(), 1u);
+  // Two thirds of the threads asked for another kind than the winner's.
+  EXPECT_EQ(conflicts, 4 * kThreads * 2 / 3);
+  ASSERT_OK_AND_ASSIGN(counts, store_->CountByState());
+  EXPECT_EQ(counts[JobState::kQueued], 2);
 }
 
 TEST_P(JobStoreConformanceTest, QueueFullIsResourceExhausted) {
