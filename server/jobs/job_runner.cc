@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <list>
-#include <system_error>
+#include <mutex>
 #include <iostream>
 #include <new>
+#include <system_error>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -52,6 +55,8 @@ class JobRunner::Tasks final : public JobTasks {
   Tasks(JobRunner* runner, const Job& job, const std::string& worker_id)
       : runner_(runner), job_(job), worker_id_(worker_id) {}
 
+  // Three phases: store the batch once, wait for its tasks while running some of them here,
+  // then collect their results in request order.
   absl::StatusOr<std::vector<std::string>> Run(std::string_view batch, std::string_view kind,
                                                const std::vector<std::string>& requests,
                                                int local_parallelism,
@@ -63,208 +68,248 @@ class JobRunner::Tasks final : public JobTasks {
     if (local_parallelism < 1) {
       return absl::InvalidArgumentError("local_parallelism: must be at least 1");
     }
-    JobStore* store = runner_->store_;
-    const int n = static_cast<int>(requests.size());
-    const std::string batch_name(batch);
+    BatchRun run(*this, std::string(batch), static_cast<int>(requests.size()), local_parallelism,
+                 progress);
+    if (absl::Status s = run.Submit(kind, requests); !s.ok()) return s;
+    if (absl::Status s = run.WaitForTasks(); !s.ok()) return s;
+    return run.Results();
+  }
 
-    // Shared with the tasks this worker runs, each on a thread of its own.
-    std::mutex mutex;
-    std::condition_variable local_done;
-    std::vector<double> fractions(n, 0.0);  // per task, never decreasing
-    std::string message = absl::StrCat(batch_name, ": submitting ", n, " tasks");
-    absl::Status abandoned;  // non-OK once the job stops waiting: the local tasks stop with it
+ private:
+  // One call of Run: the state its waiting loop shares with the local tasks it runs, each on a
+  // thread of its own. The destructor joins those threads before any of the state goes.
+  class BatchRun {
+   public:
+    BatchRun(Tasks& tasks, std::string batch, int n, int local_parallelism,
+             const ProgressCallback& progress)
+        : tasks_(tasks),
+          store_(tasks.runner_->store_),
+          batch_(std::move(batch)),
+          n_(n),
+          local_parallelism_(local_parallelism),
+          progress_(progress),
+          fractions_(n, 0.0),
+          message_(absl::StrCat(batch_, ": submitting ", n, " tasks")) {}
+    ~BatchRun() { JoinLocal(/*all=*/true); }
+
+    // The batch, stored once: a re-run of the job finds it with the results so far.
+    absl::Status Submit(std::string_view kind, const std::vector<std::string>& requests) {
+      while (true) {
+        absl::StatusOr<std::vector<Job>> submitted =
+            store_->SubmitTasks(tasks_.job_.id, batch_, kind, requests);
+        if (submitted.ok()) return absl::OkStatus();
+        if (absl::IsCancelled(submitted.status())) return submitted.status();  // job cancelled
+        if (!absl::IsUnavailable(submitted.status())) {
+          return StoreErrorForJob(submitted.status());
+        }
+        if (absl::Status s = WaitAWhile(); !s.ok()) return s;
+      }
+    }
+
+    // Until every task has succeeded: polls the store, reports the tasks' mean progress, and
+    // runs tasks here up to local_parallelism at once.
+    absl::Status WaitForTasks() {
+      while (true) {
+        JoinLocal(/*all=*/false);
+        absl::StatusOr<std::vector<Job>> tasks = store_->ListTasks(tasks_.job_.id, batch_, false);
+        if (!tasks.ok()) {
+          // The store briefly unreachable: wait; the heartbeat decides whether the job is lost.
+          if (!absl::IsUnavailable(tasks.status())) {
+            return FailJob(StoreErrorForJob(tasks.status()));
+          }
+          if (absl::Status s = WaitAWhile(); !s.ok()) return s;
+          continue;
+        }
+        if (static_cast<int>(tasks->size()) != n_) {
+          return FailJob(absl::InternalError(absl::StrCat("job ", tasks_.job_.id, ": batch '",
+                                                          batch_, "' has ", tasks->size(),
+                                                          " tasks, not ", n_)));
+        }
+        int succeeded = 0, running = 0;
+        for (const Job& task : *tasks) {
+          if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
+            tasks_.CancelUnfinished(*tasks);
+            return FailJob(TaskError(task));
+          }
+          succeeded += task.state == JobState::kSucceeded;
+          running += task.state == JobState::kRunning;
+        }
+        if (succeeded == n_) return absl::OkStatus();
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          for (const Job& task : *tasks) {
+            double& f = fractions_[task.task_index];
+            f = std::max(f, task.state == JobState::kSucceeded ? 1.0 : task.progress);
+          }
+          message_ = absl::StrCat(batch_, ": ", succeeded, " of ", n_, " tasks done, ", running,
+                                  " running");
+          // A cancelled job's tasks were cancelled with it (JobStore::RequestCancel); at
+          // shutdown or with the job's lease lost they carry on elsewhere: nothing to cancel.
+          if (absl::Status s = Report(message_); !s.ok()) return s;
+        }
+        if (absl::Status s = RunLocalTasks(); !s.ok()) return s;
+        if (absl::Status s = WaitAWhile(); !s.ok()) return s;
+      }
+    }
+
+    // The tasks' results in request order, once all have succeeded.
+    absl::StatusOr<std::vector<std::string>> Results() {
+      while (true) {
+        absl::StatusOr<std::vector<Job>> done = store_->ListTasks(tasks_.job_.id, batch_, true);
+        if (!done.ok()) {
+          if (!absl::IsUnavailable(done.status())) return StoreErrorForJob(done.status());
+          if (absl::Status s = WaitAWhile(); !s.ok()) return s;
+          continue;
+        }
+        std::vector<std::string> results;
+        results.reserve(n_);
+        for (Job& task : *done) {
+          // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
+          if (task.state != JobState::kSucceeded) return TaskError(task);
+          results.push_back(std::move(task.result));
+        }
+        return results;
+      }
+    }
+
+   private:
     struct LocalTask {
       std::thread thread;
       bool finished = false;
     };
-    std::list<LocalTask> local;
-    int local_running = 0;
 
-    // The tasks' mean progress, told to the job's callback, whose answer (cancelled, server
-    // stopping, lease lost) stops the waiting. Called with `mutex` held.
-    auto report = [&](const std::string& text) -> absl::Status {
-      if (!abandoned.ok()) return abandoned;
-      if (!progress) return absl::OkStatus();
-      Progress p;
-      p.stage = "tasks";
-      double sum = 0.0;
-      for (double f : fractions) sum += f;
-      p.fraction = sum / n;
-      p.message = text;
-      abandoned = progress(p);
-      return abandoned;
-    };
-    // What a local task hears from its job: nothing while the job waits; the job's stop
-    // otherwise — cancelled, or released at shutdown — except when this worker lost the job's
-    // lease: the task's own lease still holds and its result serves whoever re-runs the job.
-    auto job_says = [&]() -> absl::Status {
-      return absl::IsAborted(abandoned) ? absl::OkStatus() : abandoned;
-    };
-    // The job ends with `status` (a failed task, a store error): its unfinished local tasks are
-    // of no use any more and stop as cancelled.
-    auto fail_job = [&](absl::Status status) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (abandoned.ok()) {
-        abandoned = absl::CancelledError(
-            absl::StrCat("its job failed: ", std::string(status.message())));
-      }
-      return status;
-    };
-    // Waits up to the poll interval, less when a local task ends or the runner stops; reports
-    // first, so that a cancellation or shutdown is heard while the store is unreachable too.
-    auto wait_a_while = [&]() -> absl::Status {
-      std::unique_lock<std::mutex> lock(mutex);
-      if (absl::Status s = report(message); !s.ok()) return s;
-      const int running_before = local_running;
-      local_done.wait_for(lock, absl::ToChronoMilliseconds(runner_->options_.poll_interval), [&] {
-        return local_running < running_before || runner_->stopping_.load();
-      });
-      return absl::OkStatus();
-    };
-    // Joins the local tasks that have finished (all of them with `all`, on the way out).
-    auto join_local = [&](bool all) {
-      for (auto it = local.begin(); it != local.end();) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!all && !it->finished) {
-            ++it;
-            continue;
-          }
-        }
-        if (it->thread.joinable()) it->thread.join();
-        it = local.erase(it);
-      }
-    };
-    // Declared after everything the local tasks use, so they are joined before any of it goes.
-    struct JoinOnExit {
-      std::function<void()> join;
-      ~JoinOnExit() { join(); }
-    } join_on_exit{[&] { join_local(true); }};
-
-    // The batch, stored once: a re-run of the job finds it with the results so far.
-    while (true) {
-      absl::StatusOr<std::vector<Job>> submitted =
-          store->SubmitTasks(job_.id, batch, kind, requests);
-      if (submitted.ok()) break;
-      if (absl::IsCancelled(submitted.status())) return submitted.status();  // job cancelled
-      if (!absl::IsUnavailable(submitted.status())) {
-        return StoreErrorForJob(submitted.status());
-      }
-      if (absl::Status s = wait_a_while(); !s.ok()) return s;
-    }
-
-    while (true) {
-      join_local(false);
-      absl::StatusOr<std::vector<Job>> tasks = store->ListTasks(job_.id, batch, false);
-      if (!tasks.ok()) {
-        // The store briefly unreachable: wait; the heartbeat decides whether the job is lost.
-        if (!absl::IsUnavailable(tasks.status())) {
-          return fail_job(StoreErrorForJob(tasks.status()));
-        }
-        if (absl::Status s = wait_a_while(); !s.ok()) return s;
-        continue;
-      }
-      if (static_cast<int>(tasks->size()) != n) {
-        return fail_job(absl::InternalError(absl::StrCat(
-            "job ", job_.id, ": batch '", batch_name, "' has ", tasks->size(), " tasks, not ", n)));
-      }
-      int succeeded = 0, running = 0;
-      for (const Job& task : *tasks) {
-        if (task.state == JobState::kFailed || task.state == JobState::kCancelled) {
-          CancelUnfinished(*tasks);
-          return fail_job(TaskError(task));
-        }
-        succeeded += task.state == JobState::kSucceeded;
-        running += task.state == JobState::kRunning;
-      }
-      if (succeeded == n) break;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        for (const Job& task : *tasks) {
-          double& f = fractions[task.task_index];
-          f = std::max(f, task.state == JobState::kSucceeded ? 1.0 : task.progress);
-        }
-        message = absl::StrCat(batch_name, ": ", succeeded, " of ", n, " tasks done, ", running,
-                               " running");
-        // A cancelled job's tasks were cancelled with it (JobStore::RequestCancel); at shutdown
-        // or with the job's lease lost they carry on elsewhere: nothing to cancel here.
-        if (absl::Status s = report(message); !s.ok()) return s;
-      }
-      // Run tasks here, up to local_parallelism at once; each one's progress counts towards the
-      // job's, and the job's stop stops it (job_says).
+    // Claims and starts tasks here while fewer than local_parallelism run; each one's progress
+    // counts towards the job's, and the job's stop stops it (JobSays).
+    absl::Status RunLocalTasks() {
+      JobRunner* runner = tasks_.runner_;
       while (true) {
         {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (local_running >= local_parallelism || !abandoned.ok() ||
-              runner_->stopping_.load()) {
-            break;
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (local_running_ >= local_parallelism_ || !abandoned_.ok() ||
+              runner->stopping_.load()) {
+            return absl::OkStatus();
           }
         }
-        absl::StatusOr<std::optional<Job>> mine =
-            store->ClaimTask(job_.id, batch, worker_id_, runner_->options_.lease);
+        absl::StatusOr<std::optional<Job>> mine = store_->ClaimTask(
+            tasks_.job_.id, batch_, tasks_.worker_id_, runner->options_.lease);
         if (!mine.ok() && !absl::IsUnavailable(mine.status())) {
-          return fail_job(StoreErrorForJob(mine.status()));
+          return FailJob(StoreErrorForJob(mine.status()));
         }
-        if (!mine.ok() || !mine->has_value()) break;
-        std::unique_lock<std::mutex> lock(mutex);
-        ++local_running;
-        LocalTask& slot = local.emplace_back();
-        auto body = [&, task = **mine] {  // `slot` by reference too: list elements stay put
+        if (!mine.ok() || !mine->has_value()) return absl::OkStatus();
+        std::unique_lock<std::mutex> lock(mutex_);
+        ++local_running_;
+        LocalTask& slot = local_.emplace_back();
+        auto body = [this, &slot, task = **mine] {  // list elements stay put
           const int index = task.task_index;
-          const ProgressCallback outer = [&](const Progress& p) -> absl::Status {
-            std::lock_guard<std::mutex> lock(mutex);
-            if (!p.poll_only && index >= 0 && index < n) {
-              fractions[index] = std::max(fractions[index], p.fraction);
-              if (abandoned.ok()) {
-                report(absl::StrCat(message, "; here: task ", index, ": ",
+          const ProgressCallback outer = [this, index](const Progress& p) -> absl::Status {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!p.poll_only && index >= 0 && index < n_) {
+              fractions_[index] = std::max(fractions_[index], p.fraction);
+              if (abandoned_.ok()) {
+                Report(absl::StrCat(message_, "; here: task ", index, ": ",
                                     p.message.empty() ? p.stage : p.message))
-                    .IgnoreError();  // a stop reaches this task through job_says
+                    .IgnoreError();  // a stop reaches this task through JobSays
               }
             }
-            return job_says();
+            return JobSays();
           };
-          runner_->RunOne(worker_id_, task, outer);
+          tasks_.runner_->RunOne(tasks_.worker_id_, task, outer);
           {
-            std::lock_guard<std::mutex> lock(mutex);
-            --local_running;
+            std::lock_guard<std::mutex> lock(mutex_);
+            --local_running_;
             slot.finished = true;
           }
-          local_done.notify_all();
+          local_done_.notify_all();
         };
         try {
           slot.thread = std::thread(body);
         } catch (const std::system_error&) {
           // No thread to be had: this worker runs the task itself.
           slot.finished = true;
-          --local_running;
+          --local_running_;
           lock.unlock();
-          runner_->RunOne(worker_id_, **mine, [&](const Progress&) -> absl::Status {
-            std::lock_guard<std::mutex> inner(mutex);
-            return job_says();
+          runner->RunOne(tasks_.worker_id_, **mine, [this](const Progress&) -> absl::Status {
+            std::lock_guard<std::mutex> inner(mutex_);
+            return JobSays();
           });
         }
       }
-      if (absl::Status s = wait_a_while(); !s.ok()) return s;
     }
-    while (true) {
-      absl::StatusOr<std::vector<Job>> done = store->ListTasks(job_.id, batch, true);
-      if (!done.ok()) {
-        if (!absl::IsUnavailable(done.status())) return StoreErrorForJob(done.status());
-        if (absl::Status s = wait_a_while(); !s.ok()) return s;
-        continue;
-      }
-      std::vector<std::string> results;
-      results.reserve(n);
-      for (Job& task : *done) {
-        // A task finishes only once (fencing), so a SUCCEEDED task stays SUCCEEDED.
-        if (task.state != JobState::kSucceeded) return TaskError(task);
-        results.push_back(std::move(task.result));
-      }
-      return results;
-    }
-  }
 
- private:
+    // The tasks' mean progress, told to the job's callback, whose answer (cancelled, server
+    // stopping, lease lost) stops the waiting. Called with mutex_ held.
+    absl::Status Report(const std::string& text) {
+      if (!abandoned_.ok()) return abandoned_;
+      if (!progress_) return absl::OkStatus();
+      Progress p;
+      p.stage = "tasks";
+      double sum = 0.0;
+      for (double f : fractions_) sum += f;
+      p.fraction = sum / n_;
+      p.message = text;
+      abandoned_ = progress_(p);
+      return abandoned_;
+    }
+    // What a local task hears from its job: nothing while the job waits; the job's stop
+    // otherwise — cancelled, or released at shutdown — except when this worker lost the job's
+    // lease: the task's own lease still holds and its result serves whoever re-runs the job.
+    // Called with mutex_ held.
+    absl::Status JobSays() const {
+      return absl::IsAborted(abandoned_) ? absl::OkStatus() : abandoned_;
+    }
+    // The job ends with `status` (a failed task, a store error): its unfinished local tasks are
+    // of no use any more and stop as cancelled.
+    absl::Status FailJob(absl::Status status) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (abandoned_.ok()) {
+        abandoned_ = absl::CancelledError(
+            absl::StrCat("its job failed: ", std::string(status.message())));
+      }
+      return status;
+    }
+    // Waits up to the poll interval, less when a local task ends or the runner stops; reports
+    // first, so that a cancellation or shutdown is heard while the store is unreachable too.
+    absl::Status WaitAWhile() {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (absl::Status s = Report(message_); !s.ok()) return s;
+      const int running_before = local_running_;
+      JobRunner* runner = tasks_.runner_;
+      local_done_.wait_for(lock, absl::ToChronoMilliseconds(runner->options_.poll_interval), [&] {
+        return local_running_ < running_before || runner->stopping_.load();
+      });
+      return absl::OkStatus();
+    }
+    // Joins the local tasks that have finished (all of them with `all`, on the way out).
+    void JoinLocal(bool all) {
+      for (auto it = local_.begin(); it != local_.end();) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (!all && !it->finished) {
+            ++it;
+            continue;
+          }
+        }
+        if (it->thread.joinable()) it->thread.join();
+        it = local_.erase(it);
+      }
+    }
+
+    Tasks& tasks_;
+    JobStore* store_;
+    const std::string batch_;
+    const int n_;
+    const int local_parallelism_;
+    const ProgressCallback& progress_;
+
+    std::mutex mutex_;
+    std::condition_variable local_done_;
+    std::vector<double> fractions_;  // per task, never decreasing
+    std::string message_;
+    absl::Status abandoned_;  // non-OK once the job stops waiting: the local tasks stop with it
+    std::list<LocalTask> local_;
+    int local_running_ = 0;
+  };
+
   // Best effort: the store also stops a task whose job has ended (Heartbeat, Claim).
   void CancelUnfinished(const std::vector<Job>& tasks) {
     for (const Job& task : tasks) {

@@ -139,6 +139,16 @@ TEST(CliTest, PriorsPrintsNaturalUnitsAndFlagsAPeriodOutOfReach) {
     EXPECT_NEAR(p["upper95"].get<double>(), softplus(0.65 + 1.96), 1e-12);
   }
   EXPECT_TRUE(seen);
+  // With the data, the JSON (a PriorsReport message) carries the column's scales and the note.
+  CliRun with_data = RunGpsel("priors --kernel PER --json --data " + kSunspots);
+  ASSERT_EQ(with_data.exit_code, 0) << with_data.err;
+  nlohmann::json report = nlohmann::json::parse(with_data.out);
+  ASSERT_EQ(report["data"].size(), 1u);
+  EXPECT_EQ(report["data"][0]["range"].get<double>(), 308.0);  // 1700..2008
+  EXPECT_NEAR(report["data"][0]["strongest_period"].get<double>(), 11.0, 0.5);
+  ASSERT_EQ(report["notes"].size(), 1u);
+  EXPECT_THAT(report["notes"][0].get<std::string>(), testing::HasSubstr("PER.period"));
+  EXPECT_TRUE(j["notes"].empty());  // no data, no note
   // Auto scaling puts the cycle inside the prior: no note.
   CliRun scaled = RunGpsel("priors --kernel PER --scale-x auto --data " + kSunspots);
   ASSERT_EQ(scaled.exit_code, 0) << scaled.err;
