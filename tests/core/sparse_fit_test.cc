@@ -1,0 +1,211 @@
+// Tests of core/sparse_fit.h on the bundled series: the fitted interval brackets the exact log
+// likelihood at the reported hyperparameters, the sparse objective never exceeds the exact fit's
+// optimum, each stop reason is reported when it applies, the central-difference Hessian of the
+// sparse MAP objective meets the exact Hessian (GpModel's analytic one) as m → n, and the fit is
+// reproducible bit for bit.
+#include "core/sparse_fit.h"
+
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/dataset.h"
+#include "core/fit.h"
+#include "core/gp_model.h"
+#include "core/kernel_expr.h"
+#include "core/score.h"
+#include "tests/core/bundled_data.h"
+
+namespace gpsel {
+namespace {
+
+using ::gpsel::testing::LoadBundled;
+
+Dataset Standardized(Dataset data, int stride = 1) {
+  Dataset out;
+  const int n = (data.num_points() + stride - 1) / stride;
+  out.x.resize(n, data.x.cols());
+  out.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    out.x.row(i) = data.x.row(i * stride);
+    out.y(i) = data.y(i * stride);
+  }
+  out.x.col(0).array() -= out.x(0, 0);
+  out.y = ApplyStandardization(*ComputeStandardization(out.y, true), out.y);
+  return out;
+}
+
+GpModel MakeModel(const Dataset& data, const std::string& kernel_text) {
+  absl::StatusOr<KernelExpr> kernel = ParseKernel(kernel_text);
+  EXPECT_TRUE(kernel.ok());
+  absl::StatusOr<GpModel> model = GpModel::Create(*kernel, data.x, data.y);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return *std::move(model);
+}
+
+// The interval is certified at the reported point, and the sparse optimum cannot beat the exact
+// one (ELBO ≤ log p(y|θ) everywhere).
+TEST(SparseFitTest, IntervalBracketsExactAtTheFittedPoint) {
+  struct Case {
+    const char* file;
+    int stride;
+    const char* kernel;
+    FitObjective objective;
+  };
+  for (const Case& c :
+       {Case{"mauna_loa_monthly.csv", 4, "C*SE+C*PER*SE", FitObjective::kMaximumAPosteriori},
+        Case{"nile.csv", 1, "SE", FitObjective::kMaximumLikelihood},
+        Case{"sunspots_yearly.csv", 2, "C*PER+SE", FitObjective::kMaximumAPosteriori}}) {
+    const Dataset data = Standardized(LoadBundled(c.file), c.stride);
+    const GpModel model = MakeModel(data, c.kernel);
+    SparseFitOptions options;
+    options.objective = c.objective;
+    options.initial_inducing = 16;
+    options.restarts = 1;
+    absl::StatusOr<SparseFitResult> fit = FitSparse(model, options);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    SCOPED_TRACE(fit->Summary());
+    absl::StatusOr<double> exact_here = model.LogLikelihood(fit->raw);
+    ASSERT_TRUE(exact_here.ok());
+    EXPECT_LE(fit->lower, *exact_here + 1e-9 * std::abs(*exact_here)) << c.kernel;
+    EXPECT_GE(fit->upper, *exact_here - 1e-9 * std::abs(*exact_here)) << c.kernel;
+    EXPECT_EQ(fit->num_inducing, static_cast<int>(fit->inducing_indices.size()));
+    if (fit->stop_reason == SparseStopReason::kGapTolerance) {
+      EXPECT_LE(fit->gap(), fit->gap_tolerance);
+    }
+    // The exact fit started (among others) from the sparse optimum: a local maximum of the exact
+    // objective at least as high as the sparse objective there (ELBO ≤ log p(y|θ)).
+    FitOptions exact_options;
+    exact_options.restarts = 1;
+    StartPoint from_sparse;
+    from_sparse.raw = fit->raw;
+    from_sparse.origin = "sparse optimum";
+    exact_options.extra_starts.push_back(from_sparse);
+    absl::StatusOr<FitResult> exact = FitHyperparameters(model, c.objective, exact_options);
+    ASSERT_TRUE(exact.ok());
+    EXPECT_LE(fit->objective_value, exact->objective_value + 1e-9) << c.kernel;
+    // With the gap closed, the exact objective at the sparse optimum is within the gap of the
+    // exact optimum (it is at least the sparse objective there).
+    const double exact_objective_here =
+        *exact_here + (c.objective == FitObjective::kMaximumAPosteriori ? fit->log_prior : 0.0);
+    EXPECT_GE(exact_objective_here, fit->objective_value - 1e-9 * std::abs(fit->objective_value));
+  }
+}
+
+// The central-difference Hessian of log p(θ) + ELBO with Z = X (no jitter) is the exact Hessian
+// of log p(θ) + log p(y|θ) at the exact MAP optimum, and so are the Laplace scores made from it.
+TEST(SparseFitTest, HessianMatchesExactAsMReachesN) {
+  const Dataset data = Standardized(LoadBundled("nile.csv"));
+  for (const char* kernel : {"MAT32", "C*PER+MAT12", "RQ+LIN"}) {
+    const GpModel model = MakeModel(data, kernel);
+    FitOptions exact_options;
+    exact_options.restarts = 2;
+    absl::StatusOr<FitResult> exact =
+        FitHyperparameters(model, FitObjective::kMaximumAPosteriori, exact_options);
+    ASSERT_TRUE(exact.ok());
+    absl::StatusOr<LikelihoodHessian> exact_hessian =
+        ObjectiveWithHessian(model, FitObjective::kMaximumAPosteriori, exact->raw);
+    ASSERT_TRUE(exact_hessian.ok());
+    absl::StatusOr<SparseGp> sparse = SparseGp::Create(model, data.x, {.jitter = 0.0});
+    ASSERT_TRUE(sparse.ok());
+    absl::StatusOr<Eigen::MatrixXd> h =
+        SparseObjectiveHessian(*sparse, FitObjective::kMaximumAPosteriori, exact->raw, 1e-4);
+    ASSERT_TRUE(h.ok()) << h.status();
+    const double scale = exact_hessian->hessian.norm();
+    EXPECT_LE((*h - exact_hessian->hessian).norm(), 1e-5 * scale)
+        << kernel << "\nsparse\n" << *h << "\nexact\n" << exact_hessian->hessian;
+    const Eigen::VectorXd exact_eigen =
+        Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(-exact_hessian->hessian).eigenvalues();
+    const Eigen::VectorXd sparse_eigen =
+        Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(-*h).eigenvalues();
+    for (double r : {0.0, 1.0}) {
+      const std::optional<double> a = LaplaceScore(exact->objective_value, exact_eigen, r);
+      const std::optional<double> b = LaplaceScore(exact->objective_value, sparse_eigen, r);
+      ASSERT_TRUE(a.has_value() && b.has_value());
+      EXPECT_NEAR(*a, *b, 1e-4) << kernel << " r=" << r;
+    }
+  }
+}
+
+TEST(SparseFitTest, ReportsWhatStoppedTheGrowth) {
+  const Dataset data = Standardized(LoadBundled("nile.csv"));  // n = 100
+  const GpModel model = MakeModel(data, "SE");
+  SparseFitOptions options;
+  options.gap_tolerance = 0.0;  // never met: the gap at m = n is the jitter's, > 0
+  options.relative_gap_tolerance = 0.0;
+  options.initial_inducing = 8;
+  options.restarts = 1;
+  options.hessian_step = 0.0;
+
+  options.max_inducing = 12;
+  absl::StatusOr<SparseFitResult> capped = FitSparse(model, options);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(capped->stop_reason, SparseStopReason::kMaxInducing);
+  EXPECT_EQ(capped->num_inducing, 12);
+  ASSERT_EQ(capped->steps.size(), 2u);  // m = 8, then 12 (16 capped)
+  EXPECT_EQ(capped->steps[1].num_inducing, 12);
+
+  options.max_inducing = 0;
+  options.memory_budget_bytes = 24 * 100 * 20;  // m ≤ 20
+  absl::StatusOr<SparseFitResult> memory = FitSparse(model, options);
+  ASSERT_TRUE(memory.ok());
+  EXPECT_EQ(memory->stop_reason, SparseStopReason::kMemoryCap);
+  EXPECT_EQ(memory->num_inducing, 20);
+  EXPECT_NE(memory->Summary().find("memory"), std::string::npos);
+
+  options.memory_budget_bytes = int64_t{1} << 30;
+  absl::StatusOr<SparseFitResult> all = FitSparse(model, options);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->stop_reason, SparseStopReason::kAllPoints);
+  // m = n, or fewer when the selection found no variance left to add (SE is smooth).
+  EXPECT_LE(all->num_inducing, 100);
+  EXPECT_GT(all->num_inducing, 20);
+
+  options.gap_tolerance = 1.0;  // the default: met on this smooth series well before m = n
+  absl::StatusOr<SparseFitResult> gap = FitSparse(model, options);
+  ASSERT_TRUE(gap.ok());
+  EXPECT_EQ(gap->stop_reason, SparseStopReason::kGapTolerance);
+  EXPECT_LE(gap->gap(), 1.0);
+  EXPECT_LT(gap->num_inducing, 100);
+}
+
+TEST(SparseFitTest, SameOptionsSameBits) {
+  const Dataset data = Standardized(LoadBundled("sunspots_yearly.csv"), 3);
+  const GpModel model = MakeModel(data, "C*PER+SE");
+  SparseFitOptions options;
+  options.seed = 42;
+  options.restarts = 1;
+  absl::StatusOr<SparseFitResult> a = FitSparse(model, options);
+  absl::StatusOr<SparseFitResult> b = FitSparse(model, options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->raw, b->raw);
+  EXPECT_EQ(a->lower, b->lower);
+  EXPECT_EQ(a->upper, b->upper);
+  EXPECT_EQ(a->inducing_indices, b->inducing_indices);
+  EXPECT_EQ(a->objective_hessian, b->objective_hessian);
+}
+
+TEST(SparseFitTest, BadOptionsAreRefusedByName) {
+  const Dataset data = Standardized(LoadBundled("nile.csv"));
+  const GpModel model = MakeModel(data, "SE");
+  SparseFitOptions options;
+  options.growth = 1.0;
+  absl::Status s = FitSparse(model, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("growth"), std::string::npos);
+  options = {};
+  options.extra_starts = {Eigen::VectorXd::Zero(7)};
+  s = FitSparse(model, options).status();
+  EXPECT_NE(s.message().find("extra_starts[0]"), std::string::npos);
+  options = {};
+  options.memory_budget_bytes = 10;
+  s = FitSparse(model, options).status();
+  EXPECT_NE(s.message().find("memory_budget_bytes"), std::string::npos);
+  options = {};
+  options.sparse.jitter = -1;
+  EXPECT_NE(FitSparse(model, options).status().message().find("jitter"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpsel
