@@ -71,6 +71,7 @@ build_packages=(
   clang-14 libclang-rt-14-dev
   postgresql prometheus
   python3 python3-sklearn python3-numpy python3-grpcio python3-protobuf python3-yaml
+  python3-pandas python3-venv python3-pip python3-setuptools python3-wheel
   openssl docker-compose
   libplplot-dev plplot-driver-cairo
 )
