@@ -1,6 +1,6 @@
 // Sparse hyperparameter fitting: L-BFGS-B on the VFE bound, Z re-selection rounds, growth of m
 // until the certified gap closes (see sparse_fit.h).
-#include "core/sparse_fit.h"
+#include "gpsel/core/sparse_fit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/hyperparameters.h"
+#include "gpsel/core/hyperparameters.h"
 
 namespace gpsel {
 

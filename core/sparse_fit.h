@@ -24,10 +24,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/fit.h"
-#include "core/gp_model.h"
-#include "core/progress.h"
-#include "core/sparse_gp.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/progress.h"
+#include "gpsel/core/sparse_gp.h"
 
 namespace gpsel {
 

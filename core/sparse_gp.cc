@@ -1,6 +1,6 @@
 // SparseGp: the collapsed VFE lower bound and Titsias' upper bound of log p(y|θ), their
 // gradients, and the greedy conditional-variance choice of inducing inputs (see sparse_gp.h).
-#include "core/sparse_gp.h"
+#include "gpsel/core/sparse_gp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/hyperparameters.h"
-#include "core/kernel_evaluator.h"
-#include "core/linalg.h"
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/internal/kernel_evaluator.h"
+#include "gpsel/core/linalg.h"
 
 namespace gpsel {
 

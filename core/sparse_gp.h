@@ -38,7 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/gp_model.h"
+#include "gpsel/core/gp_model.h"
 
 namespace gpsel {
 

@@ -3,7 +3,8 @@
 # One script for README, .ci/run and docker/Dockerfile.
 #   scripts/install-deps.sh            build + test + bench dependencies (default), and the tools
 #   scripts/install-deps.sh runtime    only the shared libraries the binaries need at run time
-#   scripts/install-deps.sh tools      only the tools from the npm registry (buf, for proto lint)
+#   scripts/install-deps.sh tools      only the tools from the npm registry (buf, for proto lint;
+#                                      the Kubernetes schemas, for deploy/k8s)
 set -euo pipefail
 
 mode="${1:-build}"
@@ -31,8 +32,31 @@ install_tools() {
     echo "install-deps: npm could not install buf (the proto lint test will be skipped)"
   fi
 }
+# The Kubernetes, KEDA and prometheus-operator schemas that tests/deploy/check_k8s.sh validates
+# deploy/k8s against offline (ctest k8s_manifests), from the npm registry, pinned, into the same
+# tools directory; the test is skipped without them.
+K8S_SCHEMA_PACKAGES=(kubernetes-models@5.1.0 @kubernetes-models/keda@2.0.0
+                     @kubernetes-models/prometheus-operator@6.0.0)
+install_k8s_schemas() {
+  local tools="${GPSEL_TOOLS_DIR:-${HOME:-/tmp}/.cache/gpsel-tools}"
+  if [ -f "$tools/node_modules/kubernetes-models/package.json" ] &&
+     grep -q '"version": "5.1.0"' "$tools/node_modules/kubernetes-models/package.json" &&
+     [ -d "$tools/node_modules/@kubernetes-models/keda" ] &&
+     [ -d "$tools/node_modules/@kubernetes-models/prometheus-operator" ]; then
+    echo "install-deps: Kubernetes schemas present in $tools"
+    return 0
+  fi
+  command -v npm >/dev/null 2>&1 || return 0
+  echo "install-deps: installing ${K8S_SCHEMA_PACKAGES[*]} into $tools"
+  mkdir -p "$tools"
+  if ! npm install --prefix "$tools" --no-audit --no-fund --loglevel=error \
+      "@bufbuild/buf@$BUF_VERSION" "${K8S_SCHEMA_PACKAGES[@]}" >&2; then
+    echo "install-deps: npm could not install the Kubernetes schemas (k8s_manifests will be skipped)"
+  fi
+}
 if [ "$mode" = tools ]; then
   install_tools
+  install_k8s_schemas
   exit 0
 fi
 
@@ -47,6 +71,7 @@ build_packages=(
   clang-14 libclang-rt-14-dev
   postgresql prometheus
   python3 python3-sklearn python3-numpy python3-grpcio python3-protobuf python3-yaml
+  python3-pandas python3-venv python3-pip python3-setuptools python3-wheel
   openssl docker-compose
   libplplot-dev plplot-driver-cairo
 )
@@ -74,9 +99,14 @@ done
 if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
+# kubectl renders deploy/k8s (`kubectl kustomize`, ctest k8s_manifests): Debian's
+# kubernetes-client, unless a kubectl is installed already (another package of it would clash).
+if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ] && ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ]; then install_tools; fi
+  if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ]; then install_tools; install_k8s_schemas; fi
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -85,4 +115,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ]; then install_tools; fi
+if [ "$mode" = build ] && [ -z "${GPSEL_WITHOUT_NPM:-}" ]; then install_tools; install_k8s_schemas; fi

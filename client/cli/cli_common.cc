@@ -33,8 +33,73 @@ int ReportError(const absl::Status& status) {
 
 void AddDataFlag(CLI::App& sub, FitFlags& flags) {
   sub.add_option("--data", flags.data_path,
-                 "CSV file (or - for stdin): optional header, inputs x..., target y last")
+                 "CSV file (or - for stdin): optional header, inputs x..., target y last "
+                 "(or --x/--y)")
       ->required();
+  AddCsvFlags(sub, flags);
+}
+
+void AddCsvFlags(CLI::App& sub, FitFlags& flags) {
+  sub.add_option("--x", flags.csv.x_columns,
+                 "input columns of --data by header name or 1-based index (default: all but y)")
+      ->delimiter(',');
+  sub.add_option("--y", flags.csv.y_column,
+                 "target column of --data by header name or 1-based index (default: the last)");
+  sub.add_option("--delimiter", flags.csv.delimiter,
+                 "field separator: auto (tab or ';' when the first line has one, else ','), "
+                 "',', ';' or tab")
+      ->capture_default_str();
+  sub.add_option("--missing", flags.csv.missing,
+                 "rows with an empty/NA/NaN cell in a column read: error (naming the lines) or "
+                 "drop")
+      ->capture_default_str();
+  sub.add_option("--x-unit", flags.csv.x_unit,
+                 "ISO dates in x become: years (decimal years, 2024-07-02 = 2024.5) or days "
+                 "(since 1970-01-01 UTC)")
+      ->capture_default_str();
+}
+
+absl::StatusOr<CsvOptions> ParseCsvFlags(const FitFlags& flags) {
+  CsvOptions options;
+  options.x_columns = flags.csv.x_columns;
+  options.y_column = flags.csv.y_column;
+  const std::string& d = flags.csv.delimiter;
+  if (d == "auto") {
+    options.delimiter = 0;
+  } else if (d == "," || d == "comma") {
+    options.delimiter = ',';
+  } else if (d == ";" || d == "semicolon") {
+    options.delimiter = ';';
+  } else if (d == "tab" || d == "\\t" || d == "\t") {
+    options.delimiter = '\t';
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--delimiter '", d, "': expected auto, ',', ';' or tab"));
+  }
+  if (flags.csv.missing == "error") {
+    options.missing = MissingValues::kError;
+  } else if (flags.csv.missing == "drop") {
+    options.missing = MissingValues::kDrop;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--missing '", flags.csv.missing, "': expected error or drop"));
+  }
+  if (flags.csv.x_unit == "years") {
+    options.date_unit = DateUnit::kYears;
+  } else if (flags.csv.x_unit == "days") {
+    options.date_unit = DateUnit::kDays;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--x-unit '", flags.csv.x_unit, "': expected years or days"));
+  }
+  if (absl::Status s = options.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--x/--y: ", s.message()));
+  }
+  return options;
+}
+
+void PrintCsvNotes(const std::string& what, const CsvReadReport& report) {
+  for (const std::string& note : report.Notes()) std::cerr << "gpsel: " << what << ": " << note << "\n";
 }
 
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& flag) {
@@ -56,13 +121,21 @@ DatasetLimits CliDatasetLimits(bool remote) {
 }
 
 absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits& limits) {
-  if (flags.data_path != "-") return LoadCsvFile(flags.data_path, limits);
-  absl::StatusOr<std::string> text = ReadFlagFile(flags.data_path, "--data");
-  if (!text.ok()) return text.status();
-  absl::StatusOr<Dataset> data = ParseCsv(*text, limits);
-  if (!data.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("stdin: ", data.status().message()));
+  absl::StatusOr<CsvOptions> options = ParseCsvFlags(flags);
+  if (!options.ok()) return options.status();
+  CsvReadReport report;
+  absl::StatusOr<Dataset> data;
+  if (flags.data_path != "-") {
+    data = LoadCsvFile(flags.data_path, *options, limits, &report);
+  } else {
+    absl::StatusOr<std::string> text = ReadFlagFile(flags.data_path, "--data");
+    if (!text.ok()) return text.status();
+    data = ParseCsv(*text, *options, limits, &report);
+    if (!data.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("stdin: ", data.status().message()));
+    }
   }
+  if (data.ok()) PrintCsvNotes(flags.data_path == "-" ? "stdin" : flags.data_path, report);
   return data;
 }
 

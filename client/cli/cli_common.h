@@ -37,9 +37,19 @@ inline constexpr int kExitBadInput = 2;
 // (INVALID_ARGUMENT/NOT_FOUND of an input → 2, anything else → 1).
 int ReportError(const absl::Status& status);
 
+// How --data is read (core/dataset.h CsvOptions), as typed.
+struct CsvFlags {
+  std::vector<std::string> x_columns;  // --x NAME|INDEX…
+  std::string y_column;                // --y NAME|INDEX
+  std::string delimiter = "auto";      // --delimiter auto|,|;|tab
+  std::string missing = "error";       // --missing error|drop
+  std::string x_unit = "years";        // --x-unit years|days (ISO dates in x)
+};
+
 // Options shared by commands that fit models.
 struct FitFlags {
   std::string data_path;
+  CsvFlags csv;
   std::vector<std::string> kernels;
   int restarts = 5;
   uint64_t seed = 0;
@@ -50,8 +60,13 @@ struct FitFlags {
   std::string scale_x = "none";     // none | auto | FACTOR
   int threads = 0;                  // --threads, where the command has it; 0: one per core
 };
-void AddDataFlag(CLI::App& sub, FitFlags& flags);  // --data FILE, or '-' for stdin
-// The dataset of --data (stdin for '-').
+void AddDataFlag(CLI::App& sub, FitFlags& flags);  // --data FILE, or '-' for stdin, + AddCsvFlags
+void AddCsvFlags(CLI::App& sub, FitFlags& flags);  // --x --y --delimiter --missing --x-unit
+// The CsvOptions of the CSV flags; INVALID_ARGUMENT naming the flag.
+absl::StatusOr<CsvOptions> ParseCsvFlags(const FitFlags& flags);
+// "gpsel: <what>: <note>" on stderr for each CsvReadReport note (dates, separator, dropped rows).
+void PrintCsvNotes(const std::string& what, const CsvReadReport& report);
+// The dataset of --data (stdin for '-'), read with the CSV flags; says what it did on stderr.
 absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits& limits = {});
 // The limits to load data with: core's defaults (the server's defaults too) in-process; up to
 // the ceiling with --server, whose own --max-points then decides.

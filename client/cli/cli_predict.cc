@@ -61,8 +61,13 @@ absl::StatusOr<Eigen::MatrixXd> LoadNewInputs(const PredictFlags& flags) {
   }
   absl::StatusOr<std::string> text = ReadFlagFile(flags.at_path, "--at");
   if (!text.ok()) return text.status();
-  absl::StatusOr<Eigen::MatrixXd> x = ParseCsvInputs(*text);
+  // Same separator and date unit as --data, so a date maps to the same x in both.
+  absl::StatusOr<CsvOptions> options = ParseCsvFlags(flags.fit);
+  if (!options.ok()) return options.status();
+  CsvReadReport report;
+  absl::StatusOr<Eigen::MatrixXd> x = ParseCsvInputs(*text, *options, 1'000'000, &report);
   if (!x.ok()) return absl::InvalidArgumentError(absl::StrCat("--at: ", x.status().message()));
+  PrintCsvNotes("--at", report);
   return x;
 }
 

@@ -101,6 +101,7 @@ CommandRunner SetupPriors(CLI::App& sub) {
       ->required();
   sub.add_option("--data", flags->fit.data_path,
                  "CSV file or - for stdin (optional): show the data's scales too");
+  AddCsvFlags(sub, flags->fit);
   sub.add_option("--prior", flags->fit.priors,
                  "override a prior on a raw parameter: NAME=MEAN,SD");
   sub.add_option("--fix", flags->fit.fixed,

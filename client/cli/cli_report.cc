@@ -81,7 +81,9 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   if (!flags.search && flags.fit.kernels.empty()) {
     return ReportError(absl::InvalidArgumentError("give --kernel EXPR (repeatable) or --search"));
   }
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit);
+  FitFlags data_flags = flags.fit;
+  data_flags.csv.x_unit = flags.x_unit == "days" ? "days" : "years";  // ISO dates in x, if any
+  absl::StatusOr<Dataset> data = LoadDataFlag(data_flags);
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
   if (!parsed.ok()) return ReportError(parsed.status());
@@ -336,6 +338,9 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
 CommandRunner SetupReport(CLI::App& sub) {
   auto flags = std::make_shared<ReportFlags>();
   AddDataFlag(sub, flags->fit);
+  // The report's --x-unit (below) names x's unit in its words and also picks the unit of ISO
+  // dates in x (RunReport), so the data flags' own goes.
+  sub.remove_option(sub.get_option("--x-unit"));
   sub.add_option("--kernel", flags->fit.kernels,
                  "kernel expression to compare (repeatable); the best by --metric is reported "
                  "unless --search is given");
@@ -363,7 +368,8 @@ CommandRunner SetupReport(CLI::App& sub) {
   sub.add_option("--y-label", flags->y_label, "y axis title (default: the CSV header's)");
   sub.add_option("--x-unit", flags->x_unit,
                  "unit of x for the words, plural (default: guessed from a header such as "
-                 "'year' → years)");
+                 "'year' → years); with ISO dates in x, 'days' reads them as days since "
+                 "1970-01-01, anything else as decimal years");
   sub.add_option("--y-unit", flags->y_unit, "unit of y (e.g. ppm)");
   sub.add_option("--width", flags->width, "figure width in pixels")->capture_default_str();
   sub.add_option("--height", flags->height, "figure height in pixels")->capture_default_str();

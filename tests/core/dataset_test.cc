@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,6 +220,250 @@ TEST(DatasetFileTest, BundledInterpretableExampleHasTenPoints) {
   // x = 0, 1/9, ..., 1.
   for (int i = 0; i < 10; ++i) EXPECT_NEAR(d->x(i, 0), i / 9.0, 1e-14) << i;
   EXPECT_NEAR(d->y(0), 0.106470838606225, 1e-15);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSV as people have it: dates, missing cells, separators, chosen columns (CsvOptions).
+
+Dataset ParseWith(std::string_view text, const CsvOptions& options, CsvReadReport* report = nullptr) {
+  absl::StatusOr<Dataset> data = ParseCsv(text, options, DatasetLimits{}, report);
+  EXPECT_TRUE(data.ok()) << data.status() << "\n--- input ---\n" << text;
+  return data.ok() ? *data : Dataset{};
+}
+
+void ExpectInvalidWith(std::string_view text, const CsvOptions& options,
+                       const std::vector<std::string>& fragments) {
+  absl::StatusOr<Dataset> data = ParseCsv(text, options, DatasetLimits{});
+  ASSERT_FALSE(data.ok()) << "accepted:\n" << text;
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument) << data.status();
+  for (const std::string& f : fragments) {
+    EXPECT_THAT(Message(data.status()), HasSubstr(f)) << "input:\n" << text;
+  }
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Decimal years and days against hand-counted calendars: days before the date over the days of
+// its year (leap years 366), days since 1970-01-01 counted by whole years of 365/366.
+TEST(DatasetDatesTest, IsoDatesAsDecimalYearsAndDays) {
+  struct Case {
+    const char* text;
+    double years;
+    double days;
+  };
+  // 1970..1999 hold 7 leap years (72, 76, …, 96): 30·365 + 7 = 10957 days to 2000-01-01.
+  const Case cases[] = {
+      {"1970-01-01", 1970.0, 0.0},
+      {"1970-01-02", 1970.0 + 1.0 / 365, 1.0},
+      {"2000-01-01", 2000.0, 10957.0},
+      {"2000-01-01T12:00:00Z", 2000.0 + 0.5 / 366, 10957.5},
+      {"2000-01-01t12:00Z", 2000.0 + 0.5 / 366, 10957.5},
+      {"2000-01-01 18:00", 2000.0 + 0.75 / 366, 10957.75},
+      {"2000-01-01T14:00:00+02:00", 2000.0 + 0.5 / 366, 10957.5},  // 12:00 UTC
+      {"2000-01-01T06:00:00.5-06:00", 2000.0 + (0.5 + 0.5 / 86400) / 366, 10957.5 + 0.5 / 86400},
+      {"2024-07-02", 2024.5, 19906.0},          // day 183 of 366; 54 years, 13 leap days
+      {"1959-03-31", 1959.0 + 89.0 / 365, -3929.0},  // 31 + 28 + 30 days into 1959
+      {"1959-03", 1959.0 + 59.0 / 365, -3959.0},     // a month means its first day
+      {"1900-03-01", 1900.0 + 59.0 / 365, -25508.0},  // 1900 is not a leap year
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<double> years = ParseIsoDate(c.text, DateUnit::kYears);
+    absl::StatusOr<double> days = ParseIsoDate(c.text, DateUnit::kDays);
+    ASSERT_TRUE(years.ok() && days.ok()) << c.text << ": " << years.status() << days.status();
+    EXPECT_NEAR(*years, c.years, 1e-12) << c.text;
+    EXPECT_NEAR(*days, c.days, 1e-9) << c.text;
+  }
+  for (const char* bad : {"2023-02-29", "2023-13-01", "2023-02-30", "2023-01-01T25:00",
+                          "2023-1-1", "20230101", "1959", "-5", "2023-01-01T12", "2023-01-01x",
+                          "01/02/2023", ""}) {
+    EXPECT_FALSE(ParseIsoDate(bad, DateUnit::kYears).ok()) << bad;
+  }
+}
+
+// The bundled weekly CO2 as it is published (data/co2_weekly_dated.csv: ISO dates, NA for the 59
+// weeks without a measurement): by default the NA rows are an error naming their lines; dropped,
+// the dates read back as data/co2_weekly.csv's decimal years, and as days 7 apart.
+TEST(DatasetCsvOptionsTest, DatedWeeklyCo2WithMissingWeeksReadsBackAsTheBundledSeries) {
+  const std::string text = ReadText(GPSEL_DATA_DIR "/co2_weekly_dated.csv");
+  ASSERT_FALSE(text.empty());
+  // Lines 8, 11, 12 are the first NA weeks (1958-05-10, 05-31, 06-07).
+  ExpectInvalidWith(text, CsvOptions{},
+                    {"missing values on lines 8, 11, 12", "and 49 more", "column 2 ('NA')",
+                     "--missing drop"});
+  CsvOptions drop;
+  drop.missing = MissingValues::kDrop;
+  CsvReadReport report;
+  const Dataset dated = ParseWith(text, drop, &report);
+  absl::StatusOr<Dataset> bundled = LoadCsvFile(GPSEL_DATA_DIR "/co2_weekly.csv");
+  ASSERT_TRUE(bundled.ok()) << bundled.status();
+  ASSERT_EQ(dated.num_points(), 2225);
+  EXPECT_EQ(dated.y, bundled->y);
+  EXPECT_LE((dated.x - bundled->x).cwiseAbs().maxCoeff(), 1e-11);
+  EXPECT_EQ(report.dropped_lines.size(), 59u);
+  EXPECT_EQ(report.dropped_lines.front(), 8);
+  EXPECT_EQ(report.date_columns, std::vector<std::string>{"date"});
+  EXPECT_EQ(report.y_name, "co2");
+  ASSERT_EQ(report.Notes().size(), 2u);
+  EXPECT_THAT(report.Notes()[0], HasSubstr("'date' holds ISO dates, read as decimal years"));
+  EXPECT_THAT(report.Notes()[1], HasSubstr("dropped 59 rows with missing values (lines 8, 11, 12"));
+
+  drop.date_unit = DateUnit::kDays;
+  const Dataset days = ParseWith(text, drop);
+  EXPECT_NEAR(days.x(0, 0), -4296.0, 1e-9);  // 1958-03-29: 12 years (3 leap) minus 87 days
+  for (int i = 1; i < days.num_points(); ++i) {
+    const double step = days.x(i, 0) - days.x(i - 1, 0);
+    EXPECT_EQ(std::fmod(step, 7.0), 0.0) << i;  // whole weeks, the missing ones skipped
+  }
+}
+
+// A ';'-separated export with decimal commas (a spreadsheet in a comma-decimal locale), a tab-
+// separated one, and the same data given with --delimiter: the same numbers.
+TEST(DatasetCsvOptionsTest, SemicolonWithDecimalCommaAndTabAreDetected) {
+  const Dataset comma = Parse("Datum,Temperatur\n2024-01-01,3.5\n2024-01-02,-1.25\n2024-01-03,0\n");
+  CsvReadReport report;
+  const Dataset semicolon =
+      ParseWith("Datum;Temperatur\n2024-01-01;3,5\n2024-01-02;-1,25\n2024-01-03;0\n", {}, &report);
+  EXPECT_EQ(report.delimiter, ';');
+  EXPECT_THAT(report.Notes()[0], HasSubstr("separated by ';'"));
+  const Dataset tab = ParseWith("Datum\tTemperatur\n2024-01-01\t3.5\n2024-01-02\t-1.25\n2024-01-03\t0\n", {});
+  ASSERT_EQ(comma.num_points(), 3);
+  for (const Dataset* d : {&semicolon, &tab}) {
+    EXPECT_EQ(d->x, comma.x);
+    EXPECT_EQ(d->y, comma.y);
+  }
+  EXPECT_EQ(comma.y(1), -1.25);
+  EXPECT_NEAR(comma.x(1, 0), 2024.0 + 1.0 / 366, 1e-12);
+  // Given explicitly: a ';' file read with ',' is one column per line, so it fails loudly.
+  CsvOptions forced;
+  forced.delimiter = ',';
+  ExpectInvalidWith("a;b\n1;2\n3;4\n", forced, {"need at least two columns"});
+  forced.delimiter = ';';
+  EXPECT_EQ(ParseWith("a;b\n1;2\n3;4\n", forced).y, Eigen::Vector2d(2, 4));
+  forced.delimiter = '|';
+  ExpectInvalidWith("a|b\n1|2\n", forced, {"delimiter"});
+  // An unclosed quote names its line.
+  ExpectInvalid("x,y\n\"1,2\n", {"line 2", "quote"});
+}
+
+// Columns picked by header name or 1-based index, the rest left unread (text allowed there).
+TEST(DatasetCsvOptionsTest, ColumnsByNameOrIndex) {
+  // A pandas export (an unnamed index column) of a NOAA-style monthly table.
+  const std::string text =
+      ",station,year,month,decimal date,average,trend\n"
+      "0,\"Mauna Loa, HI\",1958,3,1958.2027,315.70,314.43\n"
+      "1,\"Mauna Loa, HI\",1958,4,1958.2877,317.45,315.16\n"
+      "2,\"Mauna Loa, HI\",1958,5,1958.3699,317.51,314.71\n";
+  CsvOptions by_name;
+  by_name.x_columns = {"decimal date"};
+  by_name.y_column = "average";
+  CsvReadReport report;
+  const Dataset named = ParseWith(text, by_name, &report);
+  ASSERT_EQ(named.num_points(), 3);
+  ASSERT_EQ(named.num_dims(), 1);
+  EXPECT_EQ(named.x(2, 0), 1958.3699);
+  EXPECT_EQ(named.y, Eigen::Vector3d(315.70, 317.45, 317.51));
+  EXPECT_EQ(report.x_names, std::vector<std::string>{"decimal date"});
+  // A spreadsheet's UTF-8 byte-order mark does not become part of the first column's name.
+  CsvOptions first_column;
+  first_column.x_columns = {"date"};
+  first_column.y_column = "co2";
+  const Dataset bom = ParseWith("\xEF\xBB\xBF" "date,co2\n2024-01-01,1\n2024-07-02,2\n", first_column);
+  EXPECT_EQ(bom.x, Eigen::Vector2d(2024.0, 2024.5));
+  EXPECT_EQ(report.y_name, "average");
+  EXPECT_TRUE(report.Notes().empty());
+  CsvOptions by_index;
+  by_index.x_columns = {"3", "4"};  // year, month
+  by_index.y_column = "7";          // trend
+  const Dataset indexed = ParseWith(text, by_index);
+  ASSERT_EQ(indexed.num_dims(), 2);
+  EXPECT_EQ(indexed.x.row(1), Eigen::RowVector2d(1958, 4));
+  EXPECT_EQ(indexed.y(0), 314.43);
+  // y alone: x is every other column, so the text column is an error naming it.
+  CsvOptions y_only;
+  y_only.y_column = "average";
+  ExpectInvalidWith(text, y_only, {"line 2", "column 2", "Mauna Loa, HI", "not a number"});
+  // Bad names and indices name the column and what there is.
+  CsvOptions bad;
+  bad.y_column = "co2";
+  ExpectInvalidWith(text, bad, {"y column 'co2'", "no such column", "decimal date, average"});
+  bad.y_column = "9";
+  ExpectInvalidWith(text, bad, {"y column 9", "1 to 7"});
+  bad.y_column = "average";
+  bad.x_columns = {"year", "average"};
+  ExpectInvalidWith(text, bad, {"'average' is the y column too"});
+  bad.x_columns = {"year", "3"};
+  ExpectInvalidWith(text, bad, {"'3' is given twice"});
+  CsvOptions headerless;
+  headerless.y_column = "co2";
+  ExpectInvalidWith("1,2\n3,4\n", headerless, {"no header", "1 to 2"});
+  headerless.y_column = "1";
+  headerless.x_columns = {"2"};
+  EXPECT_EQ(ParseWith("1,2\n3,4\n", headerless).y, Eigen::Vector2d(1, 3));
+}
+
+// Missing cells: every usual spelling; only the columns read count; drop keeps the rest in order.
+TEST(DatasetCsvOptionsTest, MissingValuesErrorOrDrop) {
+  const std::string text =
+      "DATE,UNRATE,NOTE\n"
+      "1948-01-01,3.4,\n"
+      "1948-02-01,.,revised\n"   // FRED writes '.'
+      "1948-03-01,NA,\n"
+      "1948-04-01,3.9,\n"
+      ",4.0,no date\n"
+      "1948-06-01,n/a,\n"
+      "1948-07-01,NaN,\n"
+      "1948-08-01,null,\n"
+      "1948-09-01,3.8,\n";
+  CsvOptions options;
+  options.x_columns = {"DATE"};
+  options.y_column = "UNRATE";
+  ExpectInvalidWith(text, options,
+                    {"missing values on lines 3, 4, 6, 7, 8, 9", "first: line 3, column 2 ('.')"});
+  options.missing = MissingValues::kDrop;
+  CsvReadReport report;
+  const Dataset d = ParseWith(text, options, &report);
+  ASSERT_EQ(d.num_points(), 3);
+  EXPECT_EQ(d.y, Eigen::Vector3d(3.4, 3.9, 3.8));
+  EXPECT_NEAR(d.x(1, 0), 1948.0 + 91.0 / 366, 1e-12);  // 1948-04-01, a leap year
+  EXPECT_EQ(report.dropped_lines, (std::vector<int>{3, 4, 6, 7, 8, 9}));
+  // Dropping nearly everything leaves too few points: the usual error.
+  CsvOptions drop;
+  drop.missing = MissingValues::kDrop;
+  ExpectInvalidWith("x,y\n1,NA\n2,NA\n3,4\n", drop, {"need at least 2 points, got 1"});
+  // Infinity is not missing: still an error, with either policy.
+  ExpectInvalidWith("x,y\n1,2\n2,inf\n3,4\n", drop, {"line 3", "not a finite number"});
+}
+
+TEST(DatasetCsvOptionsTest, DatesOnlyInXAndNotMixedWithNumbers) {
+  ExpectInvalid("x,y\n1,2024-01-01\n2,2024-01-02\n", {"line 2", "is a date", "y must be a number"});
+  ExpectInvalid("t,y\n2024-01-01,1\n2024.1,2\n", {"line 3", "is a number but", "dates"});
+  ExpectInvalid("t,y\n2024,1\n2024-01-02,2\n", {"line 3", "is a date but", "numbers"});
+  ExpectInvalid("t,y\n2024-01-01,1\n2024-02-30,2\n", {"line 3", "2024-02-30", "ISO date"});
+  // Two date columns (start, end) and a number: three inputs.
+  const Dataset d =
+      Parse("start,end,depth,y\n2000-01-01,2000-01-02T12:00Z,3,1\n2001-01-01,2001-07-02T12:00Z,4,2\n");
+  ASSERT_EQ(d.num_dims(), 3);
+  EXPECT_EQ(d.x(0, 0), 2000.0);
+  EXPECT_NEAR(d.x(0, 1), 2000.0 + 1.5 / 366, 1e-12);
+  EXPECT_NEAR(d.x(1, 1), 2001.5, 1e-12);  // 182.5 days of 365
+}
+
+// New inputs of a prediction read with the same rules: dates in the same unit as the data.
+TEST(DatasetCsvOptionsTest, InputsTakeDatesAndTheDelimiter) {
+  CsvOptions days;
+  days.date_unit = DateUnit::kDays;
+  absl::StatusOr<Eigen::MatrixXd> x = ParseCsvInputs("date\n2000-01-01\n2000-01-03T06:00Z\n", days);
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ(*x, Eigen::Vector2d(10957.0, 10959.25));
+  x = ParseCsvInputs("a;b\n1,5;2\n3;4\n");
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ(x->row(0), Eigen::RowVector2d(1.5, 2));
+  EXPECT_EQ(ParseCsvInputs("x\n1\nNA\n").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // ---------------------------------------------------------------------------------------------

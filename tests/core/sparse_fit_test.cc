@@ -3,18 +3,18 @@
 // optimum, each stop reason is reported when it applies, the central-difference Hessian of the
 // sparse MAP objective meets the exact Hessian (GpModel's analytic one) as m → n, and the fit is
 // reproducible bit for bit.
-#include "core/sparse_fit.h"
+#include "gpsel/core/sparse_fit.h"
 
 #include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "core/dataset.h"
-#include "core/fit.h"
-#include "core/gp_model.h"
-#include "core/kernel_expr.h"
-#include "core/score.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
 #include "tests/core/bundled_data.h"
 
 namespace gpsel {

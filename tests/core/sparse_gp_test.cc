@@ -2,7 +2,7 @@
 // likelihood (GpModel, an independent dense computation) on the bundled series, meet it at
 // Z = X, their analytic gradients match central finite differences, the greedy selection's
 // residual matches a dense tr(K_ff − Q), and the numbers are reproducible bit for bit.
-#include "core/sparse_gp.h"
+#include "gpsel/core/sparse_gp.h"
 
 #include <cmath>
 #include <random>
@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "core/dataset.h"
-#include "core/fit.h"
-#include "core/gp_model.h"
-#include "core/kernel_expr.h"
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/fit.h"
+#include "gpsel/core/gp_model.h"
+#include "gpsel/core/kernel_expr.h"
 #include "tests/core/bundled_data.h"
 
 namespace gpsel {

@@ -1,0 +1,297 @@
+"""gpsel.Client: the gpsel-server RPCs (proto/gpsel/v1/model_selection.proto) for numpy/pandas
+users. Arguments are named after scikit-learn's GaussianProcessRegressor where the concept is
+the same (n_restarts_optimizer, random_state, normalize_y, return_std)."""
+import os
+import uuid
+from typing import Callable, Dict, Iterator, Optional, Sequence, Union
+
+import grpc
+
+from gpsel import _data
+from gpsel._proto.gpsel.v1 import model_selection_pb2 as pb
+from gpsel._proto.gpsel.v1 import model_selection_pb2_grpc as pb_grpc
+from gpsel._proto.gpsel.v1 import types_pb2
+from gpsel._proto.gpsel.v1 import job_pb2
+from gpsel.errors import from_rpc_error
+from gpsel.results import (STATE_NUMBERS, EvidenceResult, Job, Prediction, Progress,
+                           ScoreResult, SearchResult, KernelScore)
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class Client:
+    """A connection to gpsel-server.
+
+    address: "HOST:PORT". token: the server's bearer token (default: $GPSEL_AUTH_TOKEN).
+    tls: False (plaintext, the default unless $GPSEL_TLS=1), True (system roots), or a path to the
+    PEM CA that signed the server's certificate (default: $GPSEL_TLS_CA); client_cert/client_key
+    for mutual TLS. timeout: seconds per unary call (None: no deadline).
+    """
+
+    def __init__(self, address: str, token: Optional[str] = None,
+                 tls: Union[bool, str, None] = None, client_cert: Optional[str] = None,
+                 client_key: Optional[str] = None, timeout: Optional[float] = 600.0):
+        if not address:
+            raise ValueError("address: give the server as HOST:PORT")
+        token = token if token is not None else os.environ.get("GPSEL_AUTH_TOKEN") or None
+        if tls is None:
+            tls = os.environ.get("GPSEL_TLS_CA") or os.environ.get("GPSEL_TLS") == "1"
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeout = timeout
+        options = [("grpc.max_receive_message_length", 64 << 20),
+                   ("grpc.max_send_message_length", 64 << 20)]
+        if tls:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls) if isinstance(tls, str) else None,
+                private_key=_read(client_key) if client_key else None,
+                certificate_chain=_read(client_cert) if client_cert else None)
+            self._channel = grpc.secure_channel(address, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(address, options)
+        self._stub = pb_grpc.ModelSelectionServiceStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, method, request, timeout=None):
+        try:
+            return method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+
+    def _stream(self, method, request):
+        try:
+            for event in method(request, metadata=self._metadata):
+                yield event
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+
+    @staticmethod
+    def _dataset(message, x, y, data, missing, x_unit):
+        x, y = _data.select(data, x, y)
+        xm, yv = _data.prepare(x, y, missing=missing, x_unit=x_unit)
+        _data.fill_dataset(message, xm, yv)
+        return xm
+
+    @staticmethod
+    def _fit(message, n_restarts_optimizer, random_state, normalize_y, scale_x, fixed, priors):
+        if n_restarts_optimizer is not None:
+            message.restarts = int(n_restarts_optimizer)
+        if random_state is not None:
+            message.seed = int(random_state)
+        message.standardize = bool(normalize_y)
+        if scale_x is not None:
+            message.scale_x = str(scale_x)
+        for name, value in (fixed or {}).items():
+            message.fixed_values[name] = float(value)
+        for name, (mean, sd) in (priors or {}).items():
+            message.prior_overrides[name].mean = float(mean)
+            message.prior_overrides[name].sd = float(sd)
+
+    def _score_request(self, x, y, data, kernels, metrics, n_restarts_optimizer, random_state,
+                       normalize_y, scale_x, fixed, priors, missing, x_unit):
+        request = pb.ScoreRequest()
+        self._dataset(request.dataset, x, y, data, missing, x_unit)
+        request.kernels.extend([kernels] if isinstance(kernels, str) else list(kernels))
+        request.metrics.extend([metrics] if isinstance(metrics, str) else list(metrics or ()))
+        self._fit(request.fit, n_restarts_optimizer, random_state, normalize_y, scale_x, fixed,
+                  priors)
+        return request
+
+    def _search_request(self, x, y, data, base_kernels, metric, max_depth, beam_width,
+                        n_restarts_optimizer, random_state, normalize_y, scale_x, missing,
+                        x_unit):
+        request = pb.SearchRequest()
+        self._dataset(request.dataset, x, y, data, missing, x_unit)
+        request.base_kernels.extend(list(base_kernels or ()))
+        request.metric = metric
+        request.max_depth = int(max_depth)
+        request.beam_width = int(beam_width)
+        self._fit(request.fit, n_restarts_optimizer, random_state, normalize_y, scale_x, None,
+                  None)
+        return request
+
+    # -- model selection --------------------------------------------------------------------
+
+    def score(self, x=None, y=None, *, data=None, kernels: Union[str, Sequence[str]] = "SE",
+              metrics: Optional[Sequence[str]] = None, n_restarts_optimizer: Optional[int] = None,
+              random_state: Optional[int] = None, normalize_y: bool = True,
+              scale_x: Optional[str] = None, fixed: Optional[Dict[str, float]] = None,
+              priors: Optional[Dict[str, tuple]] = None, missing: str = "error",
+              x_unit: str = "years") -> ScoreResult:
+        """Scores each kernel on (x, y) with the paper's metrics (all eight unless `metrics`).
+
+        x, y: arrays (x 1-D or n×d; datetime columns become decimal years, or days with
+        x_unit="days"), or column names of `data`, a DataFrame (no x: every other column; no y:
+        the last). missing="drop" skips rows with NaN/None/NaT instead of raising ValueError.
+        n_restarts_optimizer: random restarts from the prior (server default 5); random_state:
+        the seed; normalize_y: standardise y (default, as the paper's priors expect); scale_x:
+        "none", "auto" or a factor; fixed: {"PER.period": 1.0}; priors: {"SE.lengthscale":
+        (mean, sd)}.
+        """
+        request = self._score_request(x, y, data, kernels, metrics, n_restarts_optimizer,
+                                      random_state, normalize_y, scale_x, fixed, priors, missing,
+                                      x_unit)
+        response = self._call(self._stub.Score, request)
+        return ScoreResult([KernelScore.from_proto(s) for s in response.scores])
+
+    def search_events(self, x=None, y=None, *, data=None,
+                      base_kernels: Optional[Sequence[str]] = None, metric: str = "lap0",
+                      max_depth: int = 3, beam_width: int = 1,
+                      n_restarts_optimizer: Optional[int] = None,
+                      random_state: Optional[int] = None, normalize_y: bool = True,
+                      scale_x: Optional[str] = None, missing: str = "error",
+                      x_unit: str = "years") -> Iterator[Union[Progress, SearchResult]]:
+        """Compositional kernel search as it runs: yields Progress events, then one
+        SearchResult (last)."""
+        request = self._search_request(x, y, data, base_kernels, metric, max_depth, beam_width,
+                                       n_restarts_optimizer, random_state, normalize_y, scale_x,
+                                       missing, x_unit)
+        for event in self._stream(self._stub.Search, request):
+            if event.HasField("progress"):
+                yield Progress.from_proto(event.progress)
+            elif event.HasField("result"):
+                yield SearchResult.from_proto(event.result)
+
+    def search(self, x=None, y=None, *, progress: Optional[Callable[[Progress], None]] = None,
+               **kwargs) -> SearchResult:
+        """Compositional kernel search (arguments of search_events); calls progress(Progress)
+        for each progress event and returns the SearchResult."""
+        result = None
+        for event in self.search_events(x, y, **kwargs):
+            if isinstance(event, Progress):
+                if progress is not None:
+                    progress(event)
+            else:
+                result = event
+        if result is None:
+            raise RuntimeError("the search stream ended without a result")
+        return result
+
+    def predict(self, x=None, y=None, X_new=None, *, data=None, kernel: str = "SE",
+                hyperparameters: Optional[Dict[str, float]] = None, objective: str = "map",
+                n_restarts_optimizer: Optional[int] = None, random_state: Optional[int] = None,
+                normalize_y: bool = True, scale_x: Optional[str] = None, missing: str = "error",
+                x_unit: str = "years") -> Prediction:
+        """Posterior mean and variance of `kernel`'s GP at X_new (array or DataFrame, dates as
+        in x), fitting the hyperparameters (objective "map" or "mll") unless all are given."""
+        if X_new is None:
+            raise ValueError("X_new: give the new inputs")
+        if objective not in ("map", "mll"):
+            raise ValueError("objective: expected 'map' or 'mll'")
+        request = pb.PredictRequest()
+        self._dataset(request.dataset, x, y, data, missing, x_unit)
+        request.kernel = kernel
+        x_new = _data.to_matrix(X_new, "X_new", x_unit)
+        _data.fill_matrix(request.x_new, x_new)
+        for name, value in (hyperparameters or {}).items():
+            request.hyperparameters[name] = float(value)
+        request.objective = (types_pb2.FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD if objective == "mll"
+                             else types_pb2.FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI)
+        self._fit(request.fit, n_restarts_optimizer, random_state, normalize_y, scale_x, None,
+                  None)
+        return Prediction.from_proto(self._call(self._stub.Predict, request), x_new)
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def submit_evidence(self, x=None, y=None, *, data=None, kernel: str = "SE",
+                        method: str = "auto", live_points: Optional[int] = None,
+                        random_state: Optional[int] = None, normalize_y: bool = True,
+                        request_id: Optional[str] = None, missing: str = "error",
+                        x_unit: str = "years") -> Job:
+        """Enqueues a log-evidence job (nested or importance sampling; method "nested",
+        "importance" or "auto"); returns the Job (wait for it with wait_job)."""
+        methods = {"auto": job_pb2.EVIDENCE_METHOD_AUTO, "nested": job_pb2.EVIDENCE_METHOD_NESTED,
+                   "importance": job_pb2.EVIDENCE_METHOD_IMPORTANCE}
+        if method not in methods:
+            raise ValueError(f"method: expected one of {sorted(methods)}")
+        request = pb.SubmitEvidenceRequest()
+        self._dataset(request.dataset, x, y, data, missing, x_unit)
+        request.kernel = kernel
+        request.options.method = methods[method]
+        if live_points is not None:
+            request.options.live_points = int(live_points)
+        if random_state is not None:
+            request.options.seed = int(random_state)
+        request.options.fit.standardize = bool(normalize_y)
+        request.request_id = request_id or uuid.uuid4().hex
+        return Job.from_proto(self._call(self._stub.SubmitEvidence, request).job)
+
+    def evidence(self, x=None, y=None, *, progress=None, **kwargs) -> EvidenceResult:
+        """submit_evidence, then wait for the job: its EvidenceResult."""
+        return self.wait_job(self.submit_evidence(x, y, **kwargs).name, progress=progress).result
+
+    def submit_score(self, x=None, y=None, *, request_id: Optional[str] = None, data=None,
+                     kernels="SE", metrics=None, n_restarts_optimizer=None, random_state=None,
+                     normalize_y=True, scale_x=None, fixed=None, priors=None, missing="error",
+                     x_unit="years") -> Job:
+        """score() as a job on the server's queue (any replica may fit each kernel)."""
+        request = pb.SubmitScoreRequest(request_id=request_id or uuid.uuid4().hex)
+        request.score.CopyFrom(self._score_request(
+            x, y, data, kernels, metrics, n_restarts_optimizer, random_state, normalize_y,
+            scale_x, fixed, priors, missing, x_unit))
+        return Job.from_proto(self._call(self._stub.SubmitScore, request).job)
+
+    def submit_search(self, x=None, y=None, *, request_id: Optional[str] = None, data=None,
+                      base_kernels=None, metric="lap0", max_depth=3, beam_width=1,
+                      n_restarts_optimizer=None, random_state=None, normalize_y=True,
+                      scale_x=None, missing="error", x_unit="years") -> Job:
+        """search() as a job on the server's queue."""
+        request = pb.SubmitSearchRequest(request_id=request_id or uuid.uuid4().hex)
+        request.search.CopyFrom(self._search_request(
+            x, y, data, base_kernels, metric, max_depth, beam_width, n_restarts_optimizer,
+            random_state, normalize_y, scale_x, missing, x_unit))
+        return Job.from_proto(self._call(self._stub.SubmitSearch, request).job)
+
+    def get_job(self, name: str) -> Job:
+        return Job.from_proto(self._call(self._stub.GetJob, pb.GetJobRequest(name=name)).job)
+
+    def watch_job(self, name: str) -> Iterator[Job]:
+        """Yields the job each time it changes, until it is done."""
+        for event in self._stream(self._stub.WatchJob, pb.WatchJobRequest(name=name)):
+            yield Job.from_proto(event.job)
+
+    def wait_job(self, name: str, progress: Optional[Callable[[Progress], None]] = None) -> Job:
+        """Waits until the job is done; returns it when it SUCCEEDED, raises its error (a
+        GpselError) when it FAILED or was CANCELLED."""
+        job = self.get_job(name)
+        if not job.done:
+            for job in self.watch_job(name):
+                if progress is not None and job.progress is not None:
+                    progress(job.progress)
+                if job.done:
+                    break
+        if job.state != "SUCCEEDED":
+            if job.error is not None:
+                raise job.error
+            raise RuntimeError(f"job {job.name} {job.state.lower()}")
+        return job
+
+    def cancel_job(self, name: str) -> Job:
+        return Job.from_proto(self._call(self._stub.CancelJob, pb.CancelJobRequest(name=name)).job)
+
+    def jobs(self, state: Optional[str] = None, page_size: int = 100):
+        """Every job in creation order (state: "QUEUED", "RUNNING", "SUCCEEDED", … to filter)."""
+        request = pb.ListJobsRequest(page_size=page_size)
+        if state is not None:
+            if state.upper() not in STATE_NUMBERS:
+                raise ValueError(f"state: expected one of {sorted(STATE_NUMBERS)}")
+            request.state = STATE_NUMBERS[state.upper()]
+        jobs = []
+        while True:
+            response = self._call(self._stub.ListJobs, request)
+            jobs += [Job.from_proto(j) for j in response.jobs]
+            if not response.next_page_token:
+                return jobs
+            request.page_token = response.next_page_token

@@ -1,0 +1,198 @@
+"""The gpsel package against a live gpsel-server on loopback: score, search (iterator and
+callback), predict, a job, jobs(), a bad request's field violations, the token. Numbers are
+checked against the `gpsel` CLI run in-process on the same data (the C++ path, no server).
+
+Environment (set by tests/python/run.sh): GPSEL_SERVER and GPSEL_CLI (binaries), GPSEL_DATA_DIR.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+import pandas as pd
+
+import gpsel
+
+SERVER = os.environ["GPSEL_SERVER"]
+CLI = os.environ["GPSEL_CLI"]
+DATA = os.environ["GPSEL_DATA_DIR"]
+TOKEN = "python-live-test-token"
+
+
+def setUpModule():
+    global server, address, workdir, log
+    workdir = tempfile.TemporaryDirectory(prefix="gpsel-python-")
+    token_file = os.path.join(workdir.name, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    log = open(os.path.join(workdir.name, "server.log"), "w")  # stderr: never a full pipe
+    server = subprocess.Popen(
+        [SERVER, "--listen", "127.0.0.1:0", "--metrics-listen", "",
+         "--store", "sqlite:" + os.path.join(workdir.name, "jobs.db"), "--job-workers", "1",
+         "--auth-token-file", token_file],
+        stdout=subprocess.PIPE, stderr=log, text=True)
+    line = server.stdout.readline()  # "gpsel-server listening on 127.0.0.1:PORT, ..." (flushed)
+    if "listening on " not in line:
+        server.kill()
+        raise RuntimeError(f"gpsel-server did not start: {line}"
+                           f"{open(os.path.join(workdir.name, 'server.log')).read()}")
+    address = line.split("listening on ")[1].split(",")[0].strip()
+
+
+def tearDownModule():
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    server.stdout.close()
+    log.close()
+    workdir.cleanup()
+
+
+def cli_json(*args):
+    out = subprocess.run([CLI, *args, "--json"], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise AssertionError(f"gpsel {' '.join(args)}: {out.stderr}")
+    return json.loads(out.stdout)
+
+
+def nile_frame():
+    """data/nile.csv with the years as dates (1 January: decimal years equal the bundled x)."""
+    table = np.loadtxt(os.path.join(DATA, "nile.csv"), delimiter=",", skiprows=1)
+    return pd.DataFrame({"date": pd.to_datetime([f"{int(v)}-01-01" for v in table[:, 0]]),
+                         "flow": table[:, 1]})
+
+
+class LiveTest(unittest.TestCase):
+    def setUp(self):
+        self.client = gpsel.Client(address, token=TOKEN, tls=False, timeout=120)
+
+    def tearDown(self):
+        self.client.close()
+
+    def test_score_from_a_dataframe_with_dates_equals_the_cli(self):
+        frame = nile_frame()
+        frame.loc[3, "flow"] = np.nan  # a missing year, dropped below
+        with self.assertRaisesRegex(ValueError, "missing values in rows 3"):
+            self.client.score(data=frame, x="date", y="flow", kernels=["SE", "C*SE"])
+        result = self.client.score(data=frame.drop(index=3).reset_index(drop=True), x="date",
+                                   y="flow", kernels=["SE", "C*SE"], n_restarts_optimizer=2,
+                                   random_state=3)
+        self.assertEqual([s.kernel for s in result], ["SE", "C*SE"])
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            table = np.loadtxt(os.path.join(DATA, "nile.csv"), delimiter=",", skiprows=1)
+            f.write("x,y\n" + "".join(f"{x!r},{y!r}\n" for i, (x, y) in enumerate(table)
+                                      if i != 3))
+        reference = cli_json("score", "--data", f.name, "--kernel", "SE", "--kernel", "C*SE",
+                             "--restarts", "2", "--seed", "3")
+        os.unlink(f.name)
+        for ours, theirs in zip(result, reference["scores"]):
+            self.assertEqual(ours.num_points, 99)
+            for metric, value in theirs["metrics"].items():
+                self.assertAlmostEqual(ours.metrics[metric], value, delta=1e-9 * abs(value),
+                                       msg=metric)
+        frame_out = result.to_pandas()
+        self.assertEqual(list(frame_out.index), ["SE", "C*SE"])
+        self.assertIn("lap0", frame_out.columns)
+        self.assertIn(result.best("lap0").kernel, ("SE", "C*SE"))
+        self.assertIn("SE.lengthscale", result[0].map_fit.values)
+
+    def test_search_as_iterator_and_with_a_callback(self):
+        x = np.linspace(0, 1, 10)
+        y = np.loadtxt(os.path.join(DATA, "interpretable_linear.csv"), delimiter=",",
+                       skiprows=1)[:, 1]
+        events = list(self.client.search_events(x, y, base_kernels=["SE", "LIN"], max_depth=2,
+                                                n_restarts_optimizer=2, random_state=1))
+        self.assertIsInstance(events[-1], gpsel.SearchResult)
+        self.assertTrue(all(isinstance(e, gpsel.Progress) for e in events[:-1]))
+        self.assertGreater(len(events), 1)
+        seen = []
+        result = self.client.search(x, y, progress=seen.append, base_kernels=["SE", "LIN"],
+                                    max_depth=2, n_restarts_optimizer=2, random_state=1)
+        self.assertEqual(result.best_kernel, events[-1].best_kernel)
+        # Progress events are throttled in time, so their number varies between runs.
+        self.assertGreater(len(seen), 0)
+        self.assertTrue(all(isinstance(p, gpsel.Progress) and 0 <= p.fraction <= 1 for p in seen))
+        candidates = result.to_pandas()
+        self.assertIn(result.best_kernel, set(candidates["kernel"]))
+        self.assertEqual(result.metric, "lap0")
+
+    def test_predict_equals_the_cli(self):
+        frame = nile_frame()
+        given = {"SE.lengthscale": 20.0, "noise": 0.5}
+        at = pd.DataFrame({"date": pd.to_datetime(["1900-01-01", "1950-01-01"])})
+        p = self.client.predict(data=frame, x="date", y="flow", X_new=at, kernel="SE",
+                                hyperparameters=given)
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("x\n1900\n1950\n")
+        reference = cli_json("predict", "--data", os.path.join(DATA, "nile.csv"), "--kernel",
+                             "SE", "--at", f.name, "--hyperparameter", "SE.lengthscale=20",
+                             "--hyperparameter", "noise=0.5")
+        os.unlink(f.name)
+        np.testing.assert_allclose(p.mean, reference["mean"], rtol=1e-12)
+        np.testing.assert_allclose(p.variance, reference["variance"], rtol=1e-10)
+        np.testing.assert_array_equal(p.x[:, 0], [1900.0, 1950.0])
+        table = p.to_pandas()
+        self.assertEqual(len(table), 2)
+        np.testing.assert_allclose(table["sd"], np.sqrt(reference["variance"]), rtol=1e-10)
+
+    def test_a_score_job_equals_the_direct_call_and_is_listed(self):
+        x = np.linspace(0, 1, 10)
+        y = np.loadtxt(os.path.join(DATA, "interpretable_linear.csv"), delimiter=",",
+                       skiprows=1)[:, 1]
+        job = self.client.submit_score(x, y, kernels=["SE", "LIN"], n_restarts_optimizer=2,
+                                       random_state=5)
+        self.assertTrue(job.name.startswith("jobs/"))
+        done = self.client.wait_job(job.name)
+        self.assertEqual(done.state, "SUCCEEDED")
+        direct = self.client.score(x, y, kernels=["SE", "LIN"], n_restarts_optimizer=2,
+                                   random_state=5)
+        for a, b in zip(done.result, direct):
+            self.assertEqual(a.kernel, b.kernel)
+            self.assertAlmostEqual(a.metrics["lap0"], b.metrics["lap0"], places=9)
+        listed = self.client.jobs()
+        self.assertIn(job.name, [j.name for j in listed])
+        self.assertIn(job.name, list(gpsel.jobs_to_pandas(listed).index))
+        self.assertIn(job.name, [j.name for j in self.client.jobs(state="succeeded")])
+        with self.assertRaises(gpsel.NotFound):
+            self.client.get_job("jobs/no-such-job")
+
+    def test_evidence_job_against_the_cli(self):
+        x = np.linspace(0, 1, 10)
+        y = np.loadtxt(os.path.join(DATA, "interpretable_linear.csv"), delimiter=",",
+                       skiprows=1)[:, 1]
+        seen = []
+        result = self.client.evidence(x, y, kernel="SE", method="nested", live_points=100,
+                                      random_state=7, normalize_y=False, progress=seen.append)
+        self.assertIsInstance(result, gpsel.EvidenceResult)
+        self.assertEqual(result.method, "nested")
+        self.assertEqual(result.num_points, 10)
+        # The paper's example, y as given: log Z of SE is -8.032 by importance sampling
+        # (tests/cli/cli_test.cc EvidenceMethods); nested sampling agrees within its error.
+        self.assertTrue(np.isfinite(result.log_evidence))
+        self.assertLess(abs(result.log_evidence - (-8.032)),
+                        max(0.3, 4 * result.log_evidence_error))
+        self.assertEqual(len(result.to_pandas()), 1)
+
+    def test_bad_requests_carry_field_violations(self):
+        with self.assertRaises(gpsel.InvalidArgument) as caught:
+            self.client.score(np.arange(5.0), np.arange(5.0) ** 2, kernels=["SQ"])
+        fields = [v.field for v in caught.exception.field_violations]
+        self.assertIn("kernels[0]", fields)
+        self.assertIsInstance(caught.exception, ValueError)
+        self.assertIn("kernels[0]", str(caught.exception))
+
+    def test_the_token_is_required(self):
+        with gpsel.Client(address, token="", tls=False, timeout=30) as anonymous:
+            with self.assertRaises(gpsel.Unauthenticated):
+                anonymous.jobs()
+        with gpsel.Client(address, token="wrong", tls=False, timeout=30) as wrong:
+            with self.assertRaises(gpsel.Unauthenticated):
+                wrong.jobs()
+
+
+if __name__ == "__main__":
+    unittest.main()
