@@ -30,6 +30,7 @@ struct SearchFlags {
   FitFlags fit;
   RemoteFlags remote;
   std::string base = "SE,LIN,MAT32";
+  std::string operators = "+,*";
   int depth = 3;
   std::string metric = "lap0";
   int beam = 1;
@@ -50,6 +51,9 @@ int RunSearch(const SearchFlags& flags) {
 
   SearchOptions options;
   options.base_kernels = *std::move(bases);
+  absl::StatusOr<SearchOperators> operators = ParseSearchOperators(flags.operators);
+  if (!operators.ok()) return ReportError(operators.status());
+  options.operators = *operators;
   options.max_depth = flags.depth;
   options.metric = absl::AsciiStrToLower(flags.metric);
   options.beam_width = flags.beam;
@@ -71,6 +75,14 @@ int RunSearch(const SearchFlags& flags) {
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
+  if ((remote || flags.queue.queued() || flags.queue.job) &&
+      (options.operators.change_point || options.operators.change_window)) {
+    // The search request of the gRPC protocol has no field for them yet: refuse rather than
+    // drop them silently.
+    return ReportError(absl::InvalidArgumentError(
+        "--operators: CP and CW run in-process only for now (not with --server, --job or "
+        "--detach)"));
+  }
   if (flags.queue.queued() && options.scorer) {
     return ReportError(absl::InvalidArgumentError(
         "--metric evidence: runs in-process only; use a fitted metric with --job or --detach"));
@@ -117,6 +129,11 @@ CommandRunner SetupSearch(CLI::App& sub) {
   sub.add_option("--base", flags->base,
                  "comma-separated base kernels (SE, MAT12, MAT32, MAT52, LIN, PER, RQ, C; "
                  "optionally pinned to an input column, e.g. SE[1])")
+      ->capture_default_str();
+  sub.add_option("--operators", flags->operators,
+                 "search moves: +,* (CKS) plus CP (S -> CP(S,S), a changepoint) and/or CW "
+                 "(S -> CW(S,S), a changewindow), e.g. +,*,CP,CW; each adds one candidate per "
+                 "subexpression whose doubled size fits --depth")
       ->capture_default_str();
   sub.add_option("--depth", flags->depth, "at most this many base kernels (1..10)")
       ->capture_default_str();
