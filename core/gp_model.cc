@@ -77,7 +77,7 @@ absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::M
   for (int i = 0; i < static_cast<int>(model.parameters_.size()); ++i) {
     if (!model.parameters_[i].fixed) model.free_index_.push_back(i);
   }
-  model.evaluator_ = std::make_unique<internal::KernelEvaluator>(kernel);
+  model.evaluator_ = std::make_unique<internal::KernelEvaluator>(kernel, x);
   if (x.rows() <= kWholeMatrixMaxPoints) {
     model.geometry_ =
         std::make_unique<internal::PairGeometry>(model.evaluator_->MakeGeometry(x, x));

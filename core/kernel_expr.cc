@@ -5,14 +5,16 @@
 // and their canonical depth is checked incrementally, which bounds the recursion of every
 // tree-walking function applied to a parsed expression afterwards.
 //
-// Canonical order of operands (operator<): products, then base kernels, then sums; base kernels
-// alphabetically by canonical name, then by active dimension (-1 first); composites by their
-// operand lists, lexicographically. This makes canonical text read like "LIN[1]*SE+SE" and
-// "LIN*(MAT32+SE)".
+// Canonical order of operands (operator<): products, then base kernels, then changepoints, then
+// changewindows, then sums; base kernels alphabetically by canonical name, then by active
+// dimension (-1 first); composites by their column, then their operand lists, lexicographically.
+// This makes canonical text read like "LIN[1]*SE+SE", "LIN*(MAT32+SE)" and "C*CP(SE,LIN)".
+// A changepoint's operands keep their order (before, after): swapping them is another kernel.
 #include "gpsel/core/kernel_expr.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -42,10 +44,14 @@ int KindRank(KernelExpr::Kind kind) {
       return 0;
     case KernelExpr::Kind::kBase:
       return 1;
-    case KernelExpr::Kind::kSum:
+    case KernelExpr::Kind::kChangePoint:
       return 2;
+    case KernelExpr::Kind::kChangeWindow:
+      return 3;
+    case KernelExpr::Kind::kSum:
+      return 4;
   }
-  return 3;
+  return 5;
 }
 
 // Debian's Abseil is built with its own absl::string_view (not an alias of std::string_view),
@@ -65,6 +71,7 @@ int Compare(const KernelExpr& a, const KernelExpr& b) {
     if (a.active_dim != b.active_dim) return a.active_dim < b.active_dim ? -1 : 1;
     return 0;
   }
+  if (a.active_dim != b.active_dim) return a.active_dim < b.active_dim ? -1 : 1;
   const size_t common = std::min(a.operands.size(), b.operands.size());
   for (size_t i = 0; i < common; ++i) {
     const int by_operand = Compare(a.operands[i], b.operands[i]);
@@ -80,6 +87,17 @@ void AppendText(const KernelExpr& expr, std::string* out) {
   if (expr.kind == KernelExpr::Kind::kBase) {
     absl::StrAppend(out, ToAbsl(BaseKernelName(expr.base)));
     if (expr.active_dim >= 0) absl::StrAppend(out, "[", expr.active_dim, "]");
+    return;
+  }
+  if (expr.is_change()) {
+    absl::StrAppend(out, ToAbsl(ChangeKindName(expr.kind)));
+    if (expr.active_dim >= 0) absl::StrAppend(out, "[", expr.active_dim, "]");
+    out->push_back('(');
+    for (size_t i = 0; i < expr.operands.size(); ++i) {
+      if (i > 0) out->push_back(',');
+      AppendText(expr.operands[i], out);
+    }
+    out->push_back(')');
     return;
   }
   const bool is_product = expr.kind == KernelExpr::Kind::kProduct;
@@ -151,12 +169,33 @@ class Parser {
         token_before_operand = '*';
         expect_operand = true;
         ++position_;
+      } else if (c == ',' && groups_.back().change) {
+        Group& call = groups_.back();
+        if (call.arguments.size() == 1) {
+          return ParseError(absl::StrCat(ToAbsl(ChangeKindName(*call.change)),
+                                         " takes two kernels, got a third"),
+                            position_);
+        }
+        absl::StatusOr<Partial> argument = CloseGroup(call);
+        if (!argument.ok()) return argument.status();
+        call.arguments.push_back(*std::move(argument));
+        call.terms.clear();
+        call.factors.clear();
+        token_before_operand = ',';
+        expect_operand = true;
+        ++position_;
       } else if (c == ')' && groups_.size() > 1) {
         absl::StatusOr<Partial> group_value = CloseGroup(groups_.back());
         if (!group_value.ok()) return group_value.status();
+        if (groups_.back().change) {
+          group_value = CloseCall(groups_.back(), *std::move(group_value));
+          if (!group_value.ok()) return group_value.status();
+        }
         groups_.pop_back();
         groups_.back().factors.push_back(*std::move(group_value));
         ++position_;
+      } else if (c == ',') {
+        return ParseError("',' outside CP(…, …) or CW(…, …)", position_);
       } else if (groups_.size() > 1) {
         return ParseError("expected ')'", position_);
       } else {
@@ -180,7 +219,41 @@ class Parser {
     std::vector<Partial> terms;
     std::vector<Partial> factors;
     size_t open_position = 0;
+    // The parenthesis of "CP(" or "CW(": its kind, column and finished arguments.
+    std::optional<KernelExpr::Kind> change;
+    int change_dim = -1;
+    size_t name_position = 0;
+    std::vector<Partial> arguments;
   };
+
+  // Closes "CP(a, b)" given its last argument b.
+  absl::StatusOr<Partial> CloseCall(Group& call, Partial last) {
+    call.arguments.push_back(std::move(last));
+    const std::string_view name = ChangeKindName(*call.change);
+    if (call.arguments.size() != 2) {
+      return ParseError(absl::StrCat(ToAbsl(name), " takes two kernels separated by ','"),
+                        position_);
+    }
+    Partial node;
+    node.expr.kind = *call.change;
+    node.expr.active_dim = call.change_dim;
+    int deepest = 0;
+    node.deepest_position = call.name_position;
+    for (Partial& argument : call.arguments) {
+      if (argument.depth > deepest) {
+        deepest = argument.depth;
+        node.deepest_position = argument.deepest_position;
+      }
+      node.expr.operands.push_back(std::move(argument.expr));
+    }
+    node.depth = deepest + 1;
+    if (node.depth > limits_.max_depth) {
+      return ParseError(absl::StrCat("expression nested too deeply (depth ", node.depth,
+                                     ", limit ", limits_.max_depth, ")"),
+                        node.deepest_position);
+    }
+    return node;
+  }
 
   bool AtEnd() const { return position_ >= text_.size(); }
 
@@ -213,12 +286,41 @@ class Parser {
     if (c == ')' && token_before_operand == '(') {
       return ParseError("empty parentheses", groups_.back().open_position);
     }
-    const bool after_operator = token_before_operand == '+' || token_before_operand == '*';
-    if (c == '+' || c == '*' || (c == ')' && after_operator)) {
+    const bool after_operator = token_before_operand == '+' || token_before_operand == '*' ||
+                                token_before_operand == ',';
+    if (c == '+' || c == '*' || c == ',' || (c == ')' && after_operator)) {
       return ParseError(absl::StrCat("missing operand before ", QuoteChar(c)), position_);
     }
     if (!IsIdentifierStart(c)) {
       return ParseError(absl::StrCat("unexpected character ", QuoteChar(c)), position_);
+    }
+    const size_t name_position = position_;
+    size_t name_end = position_;
+    while (name_end < text_.size() && IsIdentifierChar(text_[name_end])) ++name_end;
+    const std::string upper =
+        absl::AsciiStrToUpper(ToAbsl(text_.substr(name_position, name_end - name_position)));
+    if (upper == "CP" || upper == "CW") {
+      position_ = name_end;
+      absl::StatusOr<int> dim = ReadOptionalDimension();
+      if (!dim.ok()) return dim.status();
+      SkipWhitespace();
+      if (AtEnd() || text_[position_] != '(') {
+        return ParseError(absl::StrCat("expected '(' after ", upper), position_);
+      }
+      if (static_cast<int64_t>(groups_.size()) > max_paren_nesting_) {
+        return ParseError(
+            absl::StrCat("parentheses nested too deeply (limit ", max_paren_nesting_, ")"),
+            position_);
+      }
+      groups_.emplace_back();
+      Group& call = groups_.back();
+      call.open_position = position_;
+      call.change =
+          upper == "CP" ? KernelExpr::Kind::kChangePoint : KernelExpr::Kind::kChangeWindow;
+      call.change_dim = *dim;
+      call.name_position = name_position;
+      ++position_;
+      return true;
     }
     absl::Status status = ReadBaseKernel();
     if (!status.ok()) return status;
@@ -404,6 +506,22 @@ KernelExpr KernelExpr::Base(BaseKernel base, int active_dim) {
   return expr;
 }
 
+KernelExpr KernelExpr::ChangePoint(KernelExpr before, KernelExpr after, int active_dim) {
+  KernelExpr expr;
+  expr.kind = Kind::kChangePoint;
+  expr.active_dim = active_dim < 0 ? -1 : active_dim;
+  expr.operands = {std::move(before), std::move(after)};
+  return Canonicalize(std::move(expr));
+}
+
+KernelExpr KernelExpr::ChangeWindow(KernelExpr outside, KernelExpr inside, int active_dim) {
+  KernelExpr expr;
+  expr.kind = Kind::kChangeWindow;
+  expr.active_dim = active_dim < 0 ? -1 : active_dim;
+  expr.operands = {std::move(outside), std::move(inside)};
+  return Canonicalize(std::move(expr));
+}
+
 KernelExpr KernelExpr::Sum(std::vector<KernelExpr> operands) {
   KernelExpr expr;
   expr.kind = Kind::kSum;
@@ -450,6 +568,16 @@ absl::StatusOr<KernelExpr> ParseKernel(std::string_view text, const ParseLimits&
 
 KernelExpr Canonicalize(KernelExpr expr) {
   if (expr.kind == KernelExpr::Kind::kBase) return KernelExpr::Base(expr.base, expr.active_dim);
+  if (expr.is_change()) {
+    // Ordered operands: each canonicalised in place, never sorted or flattened.
+    KernelExpr result;
+    result.kind = expr.kind;
+    result.active_dim = expr.active_dim < 0 ? -1 : expr.active_dim;
+    for (KernelExpr& operand : expr.operands) {
+      result.operands.push_back(Canonicalize(std::move(operand)));
+    }
+    return result;
+  }
   std::vector<KernelExpr> flattened;
   flattened.reserve(expr.operands.size());
   for (KernelExpr& operand : expr.operands) {
@@ -493,7 +621,7 @@ int Depth(const KernelExpr& expr) {
 
 int MaxActiveDim(const KernelExpr& expr) {
   if (expr.kind == KernelExpr::Kind::kBase) return expr.active_dim < 0 ? -1 : expr.active_dim;
-  int largest = -1;
+  int largest = expr.is_change() ? std::max(expr.active_dim, 0) : -1;
   for (const KernelExpr& operand : expr.operands) {
     largest = std::max(largest, MaxActiveDim(operand));
   }
@@ -506,6 +634,29 @@ bool ContainsBaseKernel(const KernelExpr& expr, BaseKernel base) {
     if (ContainsBaseKernel(operand, base)) return true;
   }
   return false;
+}
+
+}  // namespace gpsel
+
+namespace gpsel {
+
+bool ContainsChange(const KernelExpr& expr) {
+  if (expr.is_change()) return true;
+  for (const KernelExpr& operand : expr.operands) {
+    if (ContainsChange(operand)) return true;
+  }
+  return false;
+}
+
+std::string_view ChangeKindName(KernelExpr::Kind kind) {
+  switch (kind) {
+    case KernelExpr::Kind::kChangePoint:
+      return "CP";
+    case KernelExpr::Kind::kChangeWindow:
+      return "CW";
+    default:
+      return "?";
+  }
 }
 
 }  // namespace gpsel

@@ -1,9 +1,16 @@
-// Kernel expression grammar: base kernels combined with + and *, parsing, canonical form.
+// Kernel expression grammar: base kernels combined with + and *, changepoints and
+// changewindows, parsing, canonical form.
 //
 //   expr    := term ('+' term)*
 //   term    := factor ('*' factor)*
-//   factor  := BASE ('[' DIM ']')? | '(' expr ')'
+//   factor  := BASE ('[' DIM ']')? | CHANGE ('[' DIM ']')? '(' expr ',' expr ')' | '(' expr ')'
 //   BASE    := SE | RBF | MAT12 | MAT32 | MAT52 | LIN | PER | RQ | C   (case-insensitive)
+//   CHANGE  := CP | CW                                                 (case-insensitive)
+//
+// CP(k1, k2) = (1 − σ(x)) k1 (1 − σ(x')) + σ(x) k2 σ(x'): k1 before the change, k2 after it.
+// CW(k1, k2) = (1 − a(x)) k1 (1 − a(x')) + a(x) k2 a(x'): k2 inside a window, k1 outside it.
+// σ and a read one input column: DIM when pinned, else column 0 (core/kernel_evaluator.h has the
+// formulas and parameters). Their two operands are ordered (not sorted) and never flattened.
 //
 // Example:
 //   absl::StatusOr<gpsel::KernelExpr> k = gpsel::ParseKernel("(SE*LIN[1]) + se");
@@ -32,17 +39,23 @@ absl::StatusOr<BaseKernel> ParseBaseKernelName(std::string_view name);
 const std::vector<std::string>& BaseKernelParameterNames(BaseKernel base);
 
 struct KernelExpr {
-  enum class Kind { kBase, kSum, kProduct };
+  enum class Kind { kBase, kSum, kProduct, kChangePoint, kChangeWindow };
   Kind kind = Kind::kBase;
   BaseKernel base = BaseKernel::kSE;  // meaningful when kind == kBase
-  int active_dim = -1;                // input column a base kernel reads; -1 = all columns
-  std::vector<KernelExpr> operands;   // kSum/kProduct: two or more
+  // Input column a base kernel reads (-1 = all columns), or the column a changepoint's or
+  // changewindow's σ reads (-1 = column 0).
+  int active_dim = -1;
+  // kSum/kProduct: two or more; kChangePoint: {before, after}; kChangeWindow: {outside, inside}.
+  std::vector<KernelExpr> operands;
 
   static KernelExpr Base(BaseKernel base, int active_dim = -1);
   static KernelExpr Sum(std::vector<KernelExpr> operands);      // canonicalised
   static KernelExpr Product(std::vector<KernelExpr> operands);  // canonicalised
+  static KernelExpr ChangePoint(KernelExpr before, KernelExpr after, int active_dim = -1);
+  static KernelExpr ChangeWindow(KernelExpr outside, KernelExpr inside, int active_dim = -1);
 
   bool is_base() const { return kind == Kind::kBase; }
+  bool is_change() const { return kind == Kind::kChangePoint || kind == Kind::kChangeWindow; }
 };
 
 // Structural equality and a strict total order; on canonical expressions equality means
@@ -76,6 +89,10 @@ int Depth(const KernelExpr& expr);
 int MaxActiveDim(const KernelExpr& expr);
 // Whether `base` occurs anywhere in `expr` (e.g. a period: BaseKernel::kPER).
 bool ContainsBaseKernel(const KernelExpr& expr, BaseKernel base);
+// Whether a changepoint or changewindow occurs anywhere in `expr`.
+bool ContainsChange(const KernelExpr& expr);
+// "CP" or "CW" for a change node's kind.
+std::string_view ChangeKindName(KernelExpr::Kind kind);
 
 }  // namespace gpsel
 

@@ -446,7 +446,12 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       // the one cross-seeded start, from the MLL end point best under the MAP objective, ended
       // 72.8 nats below it (RQ + PER*SE: 24.0; bench/RESULTS.md, "Data-informed starts for
       // periodic kernels").
-      const bool mll_only = make_mll && make_map && fit_options.cross_seed && !periodic;
+      // A changepoint or changewindow likewise: its MLL fit takes the change with flat
+      // operands (lengthscales on the upper bound, which the prior forbids), and the MAP fit
+      // needs the located change with the data's own lengthscales to start from (the Nile:
+      // CP(C*SE, C*SE)'s MAP otherwise ends with short lengthscales and the change at 1953).
+      const bool mll_only = make_mll && make_map && fit_options.cross_seed && !periodic &&
+                            !ContainsChange(kernel);
       for (StartPoint& start : DataInformedStarts(*model)) {
         if (mll_only) start.only_for = FitObjective::kMaximumLikelihood;
         fit_options.extra_starts.push_back(std::move(start));

@@ -231,6 +231,81 @@ std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
   return unique;
 }
 
+namespace {
+// Every node of `node`'s canonical tree wrapped as CP(S, S) / CW(S, S), in place.
+void CollectChangeRewrites(const KernelExpr& node, const SearchOperators& operators,
+                           std::vector<KernelExpansion>* out) {
+  if (operators.change_point) {
+    out->push_back({KernelExpr::ChangePoint(node, node),
+                    absl::StrCat(Bracketed(node), " -> CP(", ToString(node), ",", ToString(node),
+                                 ")")});
+  }
+  if (operators.change_window) {
+    out->push_back({KernelExpr::ChangeWindow(node, node),
+                    absl::StrCat(Bracketed(node), " -> CW(", ToString(node), ",", ToString(node),
+                                 ")")});
+  }
+  for (size_t i = 0; i < node.operands.size(); ++i) {
+    std::vector<KernelExpansion> inner;
+    CollectChangeRewrites(node.operands[i], operators, &inner);
+    for (KernelExpansion& rewrite : inner) {
+      KernelExpr copy = node;
+      copy.operands[i] = std::move(rewrite.kernel);
+      out->push_back({Canonicalize(std::move(copy)), std::move(rewrite.derivation)});
+    }
+  }
+}
+}  // namespace
+
+std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
+                                          const std::vector<KernelExpr>& base_kernels,
+                                          int max_base_kernels, const SearchOperators& operators) {
+  std::vector<KernelExpansion> all = ExpandKernel(kernel, base_kernels, max_base_kernels);
+  if (!operators.change_point && !operators.change_window) return all;
+  std::set<KernelExpr> seen = {kernel};
+  for (const KernelExpansion& expansion : all) seen.insert(expansion.kernel);
+  std::vector<KernelExpansion> changes;
+  CollectChangeRewrites(kernel, operators, &changes);
+  for (KernelExpansion& expansion : changes) {
+    if (NumBaseKernels(expansion.kernel) > max_base_kernels) continue;
+    if (!seen.insert(expansion.kernel).second) continue;
+    all.push_back(std::move(expansion));
+  }
+  return all;
+}
+
+absl::StatusOr<SearchOperators> ParseSearchOperators(std::string_view list) {
+  SearchOperators operators;
+  bool plus = false, times = false;
+  for (absl::string_view entry : absl::StrSplit(ToAbsl(list), ',')) {
+    const std::string name = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(entry));
+    bool* flag = name == "+"    ? &plus
+                 : name == "*"  ? &times
+                 : name == "CP" ? &operators.change_point
+                 : name == "CW" ? &operators.change_window
+                                : nullptr;
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operators: unknown entry '", name, "' in '", ToAbsl(list), "' (known: +, *, CP, CW)"));
+    }
+    if (*flag) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("operators: '", name, "' is listed twice in '", ToAbsl(list), "'"));
+    }
+    *flag = true;
+  }
+  if (!plus || !times) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("operators: '", ToAbsl(list), "' must include + and * (CKS's own moves)"));
+  }
+  return operators;
+}
+
+std::string SearchOperatorsText(const SearchOperators& operators) {
+  return absl::StrCat("+,*", operators.change_point ? ",CP" : "",
+                      operators.change_window ? ",CW" : "");
+}
+
 std::vector<KernelExpr> DefaultBaseKernels() {
   return {KernelExpr::Base(BaseKernel::kSE), KernelExpr::Base(BaseKernel::kLIN),
           KernelExpr::Base(BaseKernel::kMAT32)};
@@ -959,7 +1034,8 @@ std::vector<KernelSearchRun::Slot> KernelSearchRun::Candidates(int depth,
   for (const KernelExpr& parent : beam) {
     const std::string parent_text = ToString(parent);
     step->expanded.push_back(parent_text);
-    for (KernelExpansion& expansion : ExpandKernel(parent, base_kernels_, options_.max_depth)) {
+    for (KernelExpansion& expansion :
+         ExpandKernel(parent, base_kernels_, options_.max_depth, options_.operators)) {
       // A kernel already in the beam is not its own competitor.
       if (std::find(beam.begin(), beam.end(), expansion.kernel) != beam.end()) continue;
       if (!in_step.insert(expansion.kernel).second) continue;

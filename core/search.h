@@ -65,6 +65,26 @@ std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
                                           const std::vector<KernelExpr>& base_kernels,
                                           int max_base_kernels);
 
+// The rewrites a search may use besides S + B and S * B (always on): the Automatic
+// Statistician's changepoint and changewindow moves S -> CP(S, S) and S -> CW(S, S) for every
+// subexpression S (both operands start as copies of S; the location is the first column's, see
+// core/kernel_expr.h). Each adds one candidate per subexpression S whose doubled size stays
+// within the depth limit (CP(S, S) has twice S's base kernels): for a kernel with s
+// subexpressions, up to s more candidates per operator next to the 2·|B|·s of + and *.
+struct SearchOperators {
+  bool change_point = false;
+  bool change_window = false;
+};
+// Parses "+,*" (the default), "+,*,CP", "+,*,CP,CW" (case-insensitive for CP/CW, any order).
+// INVALID_ARGUMENT naming "operators" for an unknown entry, a duplicate or a missing + or *.
+absl::StatusOr<SearchOperators> ParseSearchOperators(std::string_view list);
+std::string SearchOperatorsText(const SearchOperators& operators);  // "+,*,CP"
+// ExpandKernel with the change moves of `operators` appended (after the + and * rewrites, the
+// same deduplication and depth limit).
+std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
+                                          const std::vector<KernelExpr>& base_kernels,
+                                          int max_base_kernels, const SearchOperators& operators);
+
 // SE, LIN, MAT32 (the paper's base set).
 std::vector<KernelExpr> DefaultBaseKernels();
 // Parses "SE,LIN,MAT32" (any base kernel of the grammar, optionally pinned: "SE[0]");
@@ -215,6 +235,8 @@ struct SearchOptions {
   std::string metric = "lap0";
   // Kernels kept after each step (1 = greedy CKS as in the paper). 1..64.
   int beam_width = 1;
+  // Changepoint / changewindow moves besides + and * (off by default: ParseSearchOperators).
+  SearchOperators operators;
   // Candidates fitted in parallel; 0 = one per hardware thread. Results do not depend on it.
   int threads = 1;
   // Add the parent's optimum (embedded with the added part switched off, see

@@ -2,6 +2,7 @@
 // units of x the user's data has (after --scale-x); with --data, the data's own scales beside
 // them, so that a prior that cannot reach the data (an 11-year cycle under a period prior of
 // 0.3–2.7) is seen before any fit.
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_format.h"
@@ -77,6 +78,27 @@ int RunPriors(const PriorsFlags& flags) {
   }
   std::cout << "Values are softplus(raw) (noise: 1e-4 + softplus(raw), a variance of "
                "standardised y); lengthscales and periods are in x's units.\n";
+  if (ContainsChange(*kernel)) {
+    std::cout << "CP/CW location, transition and width are fractions of the range of x's column "
+                 "over the data (location 1 = the first x, 2 = the last; transition = 1/(steepness"
+                 " x range)), so they scale with any units of x.\n";
+    if (data.has_value()) {
+      for (const PriorSummary& p : *priors) {
+        if (p.fixed || p.name.find(".location") == std::string::npos) continue;
+        // The column: the pinned one of "CP[1].location", else 0.
+        const size_t bracket = p.name.find('[');
+        const int column =
+            bracket < p.name.find('.') ? std::atoi(p.name.c_str() + bracket + 1) : 0;
+        if (column >= data->x.cols()) continue;
+        const double lo = data->x.col(column).minCoeff();
+        const double range = data->x.col(column).maxCoeff() - lo;
+        std::cout << absl::StrFormat("%s in x[%d]: median %.6g, 95%% %.6g to %.6g\n", p.name,
+                                     column,
+                                     lo + (p.median - 1) * range, lo + (p.lower95 - 1) * range,
+                                     lo + (p.upper95 - 1) * range);
+      }
+    }
+  }
   for (const InputColumnScales& column : scales) {
     const InputColumnGeometry& g = column.geometry;
     std::cout << absl::StrFormat(

@@ -231,6 +231,96 @@ void CollectLeaves(const KernelExpr& expr, std::vector<const KernelExpr*>* out) 
 
 }  // namespace
 
+namespace {
+// Words of one operand of a change: the operand described on its own (its parameters are a
+// contiguous block of the whole kernel's, in the same post-order, core/hyperparameters.h),
+// without the noise.
+absl::StatusOr<std::string> DescribeOperand(
+    const KernelExpr& operand, const std::vector<HyperparameterInfo>& whole, size_t* next_name,
+    const std::function<absl::StatusOr<double>(const std::string&)>& value_of,
+    const Standardization& standardization, const Units& units) {
+  absl::StatusOr<std::vector<HyperparameterInfo>> own = DescribeHyperparameters(operand, {});
+  if (!own.ok()) return own.status();
+  std::map<std::string, double> values;
+  for (size_t i = 0; i + 1 < own->size(); ++i) {
+    if (*next_name >= whole.size()) return absl::InvalidArgumentError("values: too few");
+    absl::StatusOr<double> v = value_of(whole[(*next_name)++].name);
+    if (!v.ok()) return v.status();
+    values[(*own)[i].name] = *v;
+  }
+  absl::StatusOr<double> noise = value_of(kNoiseName);
+  if (!noise.ok()) return noise.status();
+  values[kNoiseName] = *noise;
+  absl::StatusOr<KernelDescription> words =
+      DescribeKernel(operand, values, standardization, units);
+  if (!words.ok()) return words.status();
+  std::vector<std::string> texts;
+  for (const ComponentDescription& c : words->components) texts.push_back(c.text);
+  return absl::StrJoin(texts, " plus ");
+}
+}  // namespace
+
+static absl::StatusOr<std::string> DescribeChangePart(
+    const KernelExpr& part, const std::vector<HyperparameterInfo>& whole, size_t* next_name,
+    const std::function<absl::StatusOr<double>(const std::string&)>& value_of,
+    const Standardization& standardization, const Units& units) {
+  const size_t first_name = *next_name;
+  const std::string where = units.x.empty() ? "" : absl::StrCat(" ", units.x);
+  // x of a location (a fraction of the range, 1 = the first input) and its "± sd".
+  auto place = [&](double location) {
+    std::string text = About(units.x_min + (location - 1.0) * units.x_range);
+    if (units.x_range <= 0) text = absl::StrCat("position ", About(location));
+    return text;
+  };
+  auto spread = [&](const std::string& label) -> std::string {
+    auto sd = units.change_location_sd.find(label);
+    if (sd == units.change_location_sd.end()) return "";
+    return absl::StrCat(" (± ", About(sd->second), where, ")");
+  };
+  if (!part.is_change()) {
+    // A change inside a product or deeper: the parameters of the whole part are skipped, the
+    // last change node's location named.
+    absl::StatusOr<std::vector<HyperparameterInfo>> own = DescribeHyperparameters(part, {});
+    if (!own.ok()) return own.status();
+    std::string label;
+    double location = 0.0;
+    for (size_t i = 0; i + 1 < own->size(); ++i) {
+      const HyperparameterInfo& info = whole[first_name + i];
+      if (info.IsChange() && info.parameter == "location") {
+        absl::StatusOr<double> v = value_of(info.name);
+        if (!v.ok()) return v.status();
+        location = *v;
+        label = info.name.substr(0, info.name.find('.'));
+      }
+    }
+    *next_name = first_name + own->size() - 1;
+    return absl::StrCat(ToString(part), " with a change at about ", place(location),
+                        spread(label));
+  }
+  absl::StatusOr<std::string> first =
+      DescribeOperand(part.operands[0], whole, next_name, value_of, standardization, units);
+  if (!first.ok()) return first.status();
+  absl::StatusOr<std::string> second =
+      DescribeOperand(part.operands[1], whole, next_name, value_of, standardization, units);
+  if (!second.ok()) return second.status();
+  // The node's own parameters follow its operands'.
+  const std::string prefix = whole[*next_name].name.substr(0, whole[*next_name].name.find('.'));
+  std::map<std::string, double> own;
+  for (const std::string& parameter : ChangeParameterNames(part.kind)) {
+    if (*next_name >= whole.size()) return absl::InvalidArgumentError("values: too few");
+    absl::StatusOr<double> v = value_of(whole[(*next_name)++].name);
+    if (!v.ok()) return v.status();
+    own[parameter] = *v;
+  }
+  if (part.kind == KernelExpr::Kind::kChangePoint) {
+    return absl::StrCat("a change at about ", place(own["location"]), spread(prefix),
+                        " from ", *first, " to ", *second);
+  }
+  const double half = 0.5 * own["width"];
+  return absl::StrCat(*first, ", with a window from about ", place(own["location"] - half),
+                      " to ", place(own["location"] + half), spread(prefix), " of ", *second);
+}
+
 std::string UnitFromColumnName(const std::string& name) {
   static constexpr const char* kTimeUnits[] = {"year", "month",  "week",  "day",
                                                "hour", "minute", "second"};
@@ -279,7 +369,16 @@ absl::StatusOr<KernelDescription> DescribeKernel(
   std::vector<Summand> summands;  // one per part, in canonical order
   std::vector<int> orders;        // sentence position of each component (Rule::order)
   size_t next_name = 0;           // names follow the canonical leaf order (core/hyperparameters.h)
+  std::map<size_t, std::string> change_texts;  // parts with a change node: their words
   for (const KernelExpr& part : parts) {
+    if (ContainsChange(part)) {
+      absl::StatusOr<std::string> text = DescribeChangePart(part, *names, &next_name, value_of,
+                                                            standardization, units);
+      if (!text.ok()) return text.status();
+      change_texts[summands.size()] = *text;
+      summands.emplace_back();
+      continue;
+    }
     std::vector<const KernelExpr*> leaves;
     CollectLeaves(part, &leaves);
     Summand summand;
@@ -313,6 +412,11 @@ absl::StatusOr<KernelDescription> DescribeKernel(
   for (size_t k = 0; k < summands.size(); ++k) {
     const Summand& summand = summands[k];
     const KernelExpr& part = parts[k];
+    if (auto text = change_texts.find(k); text != change_texts.end()) {
+      orders.push_back(0);
+      out.components.push_back(ComponentDescription{ToString(part), text->second});
+      continue;
+    }
     std::vector<std::string> words;
     int order = 0;
     for (const Rule& rule : NounRules()) {

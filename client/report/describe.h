@@ -29,6 +29,12 @@ struct Units {
   // Names of x's columns (e.g. the CSV header's), by index: a base kernel pinned to column d
   // (SE[d]) is said to be "in <name>"; "in xd" when the name is missing or empty.
   std::vector<std::string> x_columns;
+  // Smallest x of the data's column 0 (with x_range: where a changepoint's location, a fraction
+  // of the range, lies in x; core/hyperparameters.h).
+  double x_min = 0.0;
+  // Laplace standard deviations of change locations in x's units, by the change's label in
+  // the whole kernel ("CP", "CW#2"; core/change_summary.h), said as "± 1.1 years".
+  std::map<std::string, double> change_location_sd;
 };
 
 // One summand's words and the numbers they used (natural values in the user's units).
@@ -45,6 +51,10 @@ struct KernelDescription {
   std::string text;
 };
 
+// A summand that is a changepoint or changewindow is said as "a change at about 1898 (± 1.1
+// years) from <its first operand's words> to <its second's>" ("… a window from 1940 to 1950
+// of <second> within <first>" for CW); a change deeper inside a summand as the summand's
+// kernel text with "with a change at about 1898".
 // `values`: natural values by parameter name, as FitResult::values (user units of x); a value
 // missing for a parameter is INVALID_ARGUMENT naming it. `standardization`: of the y the fit
 // saw, so that variances are reported in y's own units. `amplitudes`: by canonical summand text,

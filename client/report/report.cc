@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "gpsel/core/change_summary.h"
 
 namespace gpsel::report {
 namespace {
@@ -727,6 +728,17 @@ absl::StatusOr<KernelDescription> DescribeChosen(const ReportInputs& in) {
   Units units = in.units;
   if (units.x_range <= 0 && in.data.num_dims() == 1) {
     units.x_range = in.data.x.col(0).maxCoeff() - in.data.x.col(0).minCoeff();
+  }
+  if (ContainsChange(*kernel) && in.data.num_points() > 0) {
+    // Changes are placed on column 0's range, with their Laplace sd (core/change_summary.h).
+    units.x_min = in.data.x.col(0).minCoeff();
+    units.x_range = in.data.x.col(0).maxCoeff() - units.x_min;
+    absl::StatusOr<std::vector<ChangeSummary>> changes = SummarizeChanges(in.data, in.chosen);
+    if (changes.ok()) {
+      for (const ChangeSummary& change : *changes) {
+        if (change.location_sd) units.change_location_sd[change.label] = *change.location_sd;
+      }
+    }
   }
   return DescribeKernel(*kernel, fit->values, in.chosen.standardization, units,
                         ComponentAmplitudes(in));

@@ -87,6 +87,92 @@ ScaleRange InputScales(const Eigen::MatrixXd& x, int active_dim) {
 // Raw value of a positive natural value (clamped away from 0 so that the raw value is finite).
 double RawOf(double value) { return InverseSoftplus(std::max(value, 1e-12)); }
 
+// Starts of a changepoint's or changewindow's own parameters from the column its σ reads, in the
+// units of core/hyperparameters.h (fractions of the column's range).
+struct ChangeStart {
+  double location = 1.5;
+  double transition = 0.02;
+  double width = 0.2;
+  std::string origin;
+};
+
+// The coarse scan of core/data_starts.h on one column: with y sorted by x and prefix sums, a split
+// after point i (at least kMinSegment points on each side) scores the between-segment sum of
+// squares n_L n_R/n (ȳ_R − ȳ_L)², the statistic of the largest jump in mean; a window [i, j)
+// scores n_in n_out/n (ȳ_in − ȳ_out)². Windows are scanned on at most kWindowGrid candidate
+// boundaries (O(grid²)), splits at every point (O(n)).
+ChangeStart ScanForChange(const Eigen::VectorXd& column, const Eigen::VectorXd& y,
+                          KernelExpr::Kind kind) {
+  constexpr int kMinSegment = 3;
+  constexpr int kWindowGrid = 80;
+  ChangeStart start;
+  const int n = static_cast<int>(column.size());
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return column(a) < column(b); });
+  const double lo = n > 0 ? column(order.front()) : 0.0;
+  const double hi = n > 0 ? column(order.back()) : 1.0;
+  const double range = hi > lo ? hi - lo : 1.0;
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + y(order[i]);
+  // Abrupt by default: one median spacing of the inputs.
+  std::vector<double> gaps;
+  for (int i = 1; i < n; ++i) gaps.push_back(column(order[i]) - column(order[i - 1]));
+  if (!gaps.empty()) {
+    std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+    start.transition = std::clamp(gaps[gaps.size() / 2] / range, 1e-4, 0.2);
+  }
+  // Position between sorted points i − 1 and i, in the location's units.
+  auto boundary = [&](int i) {
+    return 1.0 + (0.5 * (column(order[i - 1]) + column(order[i])) - lo) / range;
+  };
+  auto between = [&](int begin, int end) {  // n_in n_out / n (ȳ_in − ȳ_out)² of [begin, end)
+    const double n_in = end - begin, n_out = n - n_in;
+    const double sum_in = prefix[end] - prefix[begin];
+    const double mean_in = sum_in / n_in, mean_out = (prefix[n] - sum_in) / n_out;
+    return n_in * n_out / n * (mean_in - mean_out) * (mean_in - mean_out);
+  };
+  if (n < 2 * kMinSegment + 1) {
+    start.origin = "too few points to scan";
+    return start;
+  }
+  if (kind == KernelExpr::Kind::kChangePoint) {
+    double best = -1.0;
+    for (int i = kMinSegment; i <= n - kMinSegment; ++i) {
+      const double score = between(0, i);
+      if (score > best) {
+        best = score;
+        start.location = boundary(i);
+      }
+    }
+    start.origin = absl::StrFormat("largest jump in mean at %.4g", lo + (start.location - 1) * range);
+    return start;
+  }
+  std::vector<int> grid;
+  const int steps = std::min(kWindowGrid, n - 2 * kMinSegment);
+  for (int s = 0; s <= steps; ++s) {
+    grid.push_back(kMinSegment + static_cast<int>(std::lround(
+                                     static_cast<double>(s) * (n - 2 * kMinSegment) / steps)));
+  }
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  double best = -1.0;
+  for (size_t a = 0; a < grid.size(); ++a) {
+    for (size_t b = a + 1; b < grid.size(); ++b) {
+      if (grid[b] - grid[a] < kMinSegment) continue;
+      const double score = between(grid[a], grid[b]);
+      if (score > best) {
+        best = score;
+        const double first = boundary(grid[a]), last = boundary(grid[b]);
+        start.location = 0.5 * (first + last);
+        start.width = last - first;
+      }
+    }
+  }
+  start.origin = absl::StrFormat("largest window in mean at %.4g, width %.3g",
+                                 lo + (start.location - 1) * range, start.width * range);
+  return start;
+}
+
 }  // namespace
 
 std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
@@ -124,12 +210,40 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
     pairings.push_back({false, 0});
     pairings.push_back({true, 1});
   }
+  // Changepoint and changewindow nodes' starts, in the order of their parameters.
+  std::vector<ChangeStart> change_starts;
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    if (parameters[k].IsChange() && parameters[k].parameter == "location") {
+      const int column = std::max(parameters[k].active_dim, 0);
+      change_starts.push_back(ScanForChange(x.col(column), y, parameters[k].change));
+    }
+  }
   std::vector<StartPoint> starts;
   for (const auto& [long_first, peak_index] : pairings) {
     Eigen::VectorXd full(static_cast<Eigen::Index>(parameters.size()));
     size_t index = 0;
-    std::string periods;
+    size_t change_index = 0;
+    std::string periods, changes;
+    // A change node's own parameters follow its operands' (post-order): fill them in wherever
+    // the walk over the leaves meets them.
+    auto fill_changes = [&]() {
+      while (index < parameters.size() && parameters[index].IsChange()) {
+        const ChangeStart& change = change_starts[change_index];
+        const std::string& name = parameters[index].parameter;
+        double value = change.location;
+        if (name == "transition") value = change.transition;
+        if (name == "width") value = change.width;
+        full(static_cast<Eigen::Index>(index)) = RawOf(value);
+        ++index;
+        if (index == parameters.size() || !parameters[index].IsChange() ||
+            parameters[index].parameter == "location") {
+          absl::StrAppend(&changes, changes.empty() ? "" : "; ", change.origin);
+          ++change_index;
+        }
+      }
+    };
     for (const LeafPlace& place : places) {
+      fill_changes();
       const KernelExpr& leaf = *place.leaf;
       const ScaleRange scales = InputScales(x, leaf.active_dim);
       // Position on the ladder from the first scale (summand 0) to the other end.
@@ -170,6 +284,7 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
         full(static_cast<Eigen::Index>(index)) = raw;
       }
     }
+    fill_changes();
     full(static_cast<Eigen::Index>(index)) = RawOf(std::max(noise_variance - kNoiseFloor, 1e-8));
 
     StartPoint start;
@@ -186,6 +301,7 @@ std::vector<StartPoint> DataInformedStarts(const GpModel& model) {
     if (repeated) continue;
     start.origin = absl::StrCat(long_first ? "long" : "short", " lengthscales",
                                 periods.empty() ? "" : ", periods ", periods,
+                                changes.empty() ? "" : ", ", changes,
                                 absl::StrFormat(", noise %.3g", noise_variance));
     starts.push_back(std::move(start));
   }

@@ -134,6 +134,22 @@ void BaseKernelNatural(BaseKernel base, const PairGeometry& geometry, int active
 
 KernelEvaluator::KernelEvaluator(const KernelExpr& kernel) { root_ = Build(kernel); }
 
+KernelEvaluator::KernelEvaluator(const KernelExpr& kernel, const Eigen::MatrixXd& training_x)
+    : KernelEvaluator(kernel) {
+  SetInputFrame(training_x);
+}
+
+void KernelEvaluator::SetInputFrame(const Eigen::MatrixXd& training_x) {
+  for (auto& [dim, frame] : frames_) {
+    const Eigen::Index column = dim < 0 ? 0 : dim;
+    if (column >= training_x.cols() || training_x.rows() == 0) continue;
+    const double lo = training_x.col(column).minCoeff();
+    const double hi = training_x.col(column).maxCoeff();
+    frame.min = lo;
+    frame.range = hi > lo ? hi - lo : 1.0;
+  }
+}
+
 int KernelEvaluator::Build(const KernelExpr& expr) {
   Node node;
   node.kind = expr.kind;
@@ -168,6 +184,15 @@ int KernelEvaluator::Build(const KernelExpr& expr) {
       node.children.push_back(child);
       const auto& cp = nodes_[child].params;
       node.params.insert(node.params.end(), cp.begin(), cp.end());
+    }
+    if (expr.is_change()) {
+      // Own parameters after the operands', as DescribeHyperparameters names them.
+      node.first_param = num_parameters_;
+      node.num_own = static_cast<int>(ChangeParameterNames(expr.kind).size());
+      for (int a = 0; a < node.num_own; ++a) node.params.push_back(num_parameters_ + a);
+      num_parameters_ += node.num_own;
+      geometry_use_[expr.active_dim].position = true;
+      frames_.emplace(expr.active_dim, InputFrame{});
     }
   }
   nodes_.push_back(std::move(node));
@@ -207,6 +232,13 @@ void KernelEvaluator::MakeGeometryBlock(const Eigen::MatrixXd& x1, Eigen::Index 
       }
     }
     if (use.distance) g.distance = g.squared_distance.array().sqrt().matrix();
+    if (use.position) {
+      const Eigen::Index column = dim < 0 ? 0 : dim;
+      auto frame = frames_.find(dim);
+      const InputFrame f = frame == frames_.end() ? InputFrame{} : frame->second;
+      g.z1 = ((x1.block(row0, column, rows, 1).array() - f.min) / f.range).matrix();
+      g.z2 = ((x2.block(col0, column, cols, 1).array() - f.min) / f.range).matrix();
+    }
     if (use.dot) {
       g.dot.setZero(rows, cols);
       for (Eigen::Index c = 0; c < count; ++c) {
@@ -389,6 +421,11 @@ void KernelEvaluator::Evaluate(const PairGeometry& geometry, const Eigen::Vector
       EvaluateLeaf(node, geometry, raw, with_gradient, &v);
       continue;
     }
+    if (node.num_own > 0) {
+      // Change node: its operands' values stay (its second derivatives read them).
+      EvaluateChange(node, geometry, raw, with_gradient, *values, &v);
+      continue;
+    }
     v.dk.clear();
     if (with_gradient) v.dk.reserve(node.params.size());
     if (node.kind == KernelExpr::Kind::kSum) {
@@ -478,6 +515,7 @@ bool KernelEvaluator::NodeSecondDerivative(int index, const PairGeometry& geomet
     LeafSecondDerivative(node, geometry, raw, i - node.first_param, j - node.first_param, out);
     return true;
   }
+  if (node.num_own > 0) return ChangeSecondDerivative(node, geometry, raw, values, i, j, out);
   const int ci = ChildHolding(node, i), cj = ChildHolding(node, j);
   if (node.kind == KernelExpr::Kind::kSum) {
     if (ci != cj) return false;
@@ -503,6 +541,202 @@ bool KernelEvaluator::NodeSecondDerivative(int index, const PairGeometry& geomet
     result *= values[node.children[c]].k.array();
   }
   *out = result.matrix();
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Changepoints and changewindows (formulas in the header).
+
+namespace {
+
+using Eigen::ArrayXd;
+
+// σ(u) = ½(1 + tanh u) of one sigmoid u = N/τ with N linear in the natural parameters, and its
+// natural derivatives: u_a given; u_ττ = 2u/τ², u_τa = −u_a/τ (a ≠ τ), the rest 0, so that
+// σ_a = σ' u_a and σ_ab = σ'' u_a u_b + σ' u_ab.
+struct Sigmoid1 {
+  ArrayXd s;
+  std::vector<ArrayXd> d1, d2;
+};
+void SigmoidOf(const ArrayXd& u, const std::vector<ArrayXd>& du, double tau, int tau_index,
+               int order, Sigmoid1* out) {
+  const ArrayXd t = u.tanh();
+  out->s = 0.5 * (1.0 + t);
+  if (order == 0) return;
+  const int m = static_cast<int>(du.size());
+  const ArrayXd g = 0.5 * (1.0 - t * t);  // σ'
+  out->d1.clear();
+  for (int a = 0; a < m; ++a) out->d1.push_back(g * du[a]);
+  if (order < 2) return;
+  const ArrayXd gp = -2.0 * t * g;  // σ''
+  out->d2.assign(m * m, ArrayXd());
+  for (int a = 0; a < m; ++a) {
+    for (int b = 0; b < m; ++b) {
+      ArrayXd value = gp * du[a] * du[b];
+      if (a == tau_index && b == tau_index) {
+        value += g * (2.0 * u / (tau * tau));
+      } else if (a == tau_index) {
+        value -= g * du[b] / tau;
+      } else if (b == tau_index) {
+        value -= g * du[a] / tau;
+      }
+      out->d2[a * m + b] = std::move(value);
+    }
+  }
+}
+
+// v(z) and its natural derivatives for a CP (θ = p, τ) or CW (θ = p, τ, w) node.
+void ChangeWeightNatural(KernelExpr::Kind kind, const ArrayXd& z, const double* theta, int order,
+                         Sigmoid1* out) {
+  const double location = theta[0] - 1.0, tau = theta[1];
+  const Eigen::Index n = z.size();
+  auto constant = [n](double c) { return ArrayXd::Constant(n, c); };
+  if (kind == KernelExpr::Kind::kChangePoint) {
+    const ArrayXd u = (z - location) / tau;
+    SigmoidOf(u, {constant(-1.0 / tau), -u / tau}, tau, 1, order, out);
+    return;
+  }
+  const double w = theta[2];
+  const ArrayXd u1 = (z - location + 0.5 * w) / tau;  // rises at the window's start
+  const ArrayXd u2 = (location + 0.5 * w - z) / tau;  // falls at its end
+  Sigmoid1 s1, s2;
+  SigmoidOf(u1, {constant(-1.0 / tau), -u1 / tau, constant(0.5 / tau)}, tau, 1, order, &s1);
+  SigmoidOf(u2, {constant(1.0 / tau), -u2 / tau, constant(0.5 / tau)}, tau, 1, order, &s2);
+  out->s = s1.s * s2.s;
+  if (order == 0) return;
+  const int m = 3;
+  out->d1.clear();
+  for (int a = 0; a < m; ++a) out->d1.push_back(s1.d1[a] * s2.s + s1.s * s2.d1[a]);
+  if (order < 2) return;
+  out->d2.assign(m * m, ArrayXd());
+  for (int a = 0; a < m; ++a) {
+    for (int b = 0; b < m; ++b) {
+      out->d2[a * m + b] = s1.d2[a * m + b] * s2.s + s1.d1[a] * s2.d1[b] +
+                           s1.d1[b] * s2.d1[a] + s1.s * s2.d2[a * m + b];
+    }
+  }
+}
+
+// Natural → raw derivatives through θ = softplus(r): ∂/∂r_a = σ_a ∂/∂θ_a and
+// ∂²/∂r_a∂r_b = σ_a σ_b ∂²/∂θ_a∂θ_b + δ_ab σ_a (1 − σ_a) ∂/∂θ_a (σ_a the sigmoid of r_a).
+void ToRaw(const double* slope, int m, int order, Sigmoid1* w) {
+  if (order >= 2) {
+    for (int a = 0; a < m; ++a) {
+      for (int b = 0; b < m; ++b) {
+        w->d2[a * m + b] *= slope[a] * slope[b];
+        if (a == b) w->d2[a * m + b] += w->d1[a] * (slope[a] * (1.0 - slope[a]));
+      }
+    }
+  }
+  if (order >= 1) {
+    for (int a = 0; a < m; ++a) w->d1[a] *= slope[a];
+  }
+}
+
+// a bᵀ as a matrix.
+MatrixXd Outer(const ArrayXd& a, const ArrayXd& b) { return a.matrix() * b.matrix().transpose(); }
+
+}  // namespace
+
+void KernelEvaluator::ComputeChangeWeights(const Node& node, const PairGeometry& geometry,
+                                           const Eigen::VectorXd& raw, int order,
+                                           ChangeWeights* out) const {
+  const int m = node.num_own;
+  double theta[3], slope[3];
+  for (int a = 0; a < m; ++a) {
+    theta[a] = Softplus(raw(node.first_param + a));
+    slope[a] = Sigmoid(raw(node.first_param + a));
+  }
+  const PairGeometry::ForDim& g = geometry.by_dim.at(node.active_dim);
+  Sigmoid1 w1, w2;
+  ChangeWeightNatural(node.kind, g.z1.array(), theta, order, &w1);
+  ToRaw(slope, m, order, &w1);
+  if (geometry.symmetric) {
+    w2 = w1;
+  } else {
+    ChangeWeightNatural(node.kind, g.z2.array(), theta, order, &w2);
+    ToRaw(slope, m, order, &w2);
+  }
+  out->v1 = std::move(w1.s);
+  out->v2 = std::move(w2.s);
+  out->d1_1 = std::move(w1.d1);
+  out->d1_2 = std::move(w2.d1);
+  out->d2_1 = std::move(w1.d2);
+  out->d2_2 = std::move(w2.d2);
+}
+
+void KernelEvaluator::EvaluateChange(const Node& node, const PairGeometry& geometry,
+                                     const Eigen::VectorXd& raw, bool with_gradient,
+                                     const std::vector<NodeValue>& values,
+                                     NodeValue* value) const {
+  ChangeWeights w;
+  ComputeChangeWeights(node, geometry, raw, with_gradient ? 1 : 0, &w);
+  const NodeValue& first = values[node.children[0]];
+  const NodeValue& second = values[node.children[1]];
+  const ArrayXd u1 = 1.0 - w.v1, u2 = 1.0 - w.v2;
+  const MatrixXd weight_first = Outer(u1, u2), weight_second = Outer(w.v1, w.v2);
+  value->k.noalias() = (weight_first.array() * first.k.array() +
+                        weight_second.array() * second.k.array())
+                           .matrix();
+  value->dk.clear();
+  if (!with_gradient) return;
+  value->dk.reserve(node.params.size());
+  for (const MatrixXd& d : first.dk) value->dk.push_back((weight_first.array() * d.array()).matrix());
+  for (const MatrixXd& d : second.dk) {
+    value->dk.push_back((weight_second.array() * d.array()).matrix());
+  }
+  for (int a = 0; a < node.num_own; ++a) {
+    // ∂U = −v_a (1 − v')ᵀ − (1 − v) v'_aᵀ,  ∂V = v_a v'ᵀ + v v'_aᵀ.
+    const MatrixXd d_first = -(Outer(w.d1_1[a], u2) + Outer(u1, w.d1_2[a]));
+    const MatrixXd d_second = Outer(w.d1_1[a], w.v2) + Outer(w.v1, w.d1_2[a]);
+    value->dk.push_back(
+        (d_first.array() * first.k.array() + d_second.array() * second.k.array()).matrix());
+  }
+}
+
+bool KernelEvaluator::ChangeSecondDerivative(const Node& node, const PairGeometry& geometry,
+                                             const Eigen::VectorXd& raw,
+                                             const std::vector<NodeValue>& values, int i, int j,
+                                             Eigen::MatrixXd* out) const {
+  const int own_end = node.first_param + node.num_own;
+  const bool i_own = i >= node.first_param && i < own_end;
+  const bool j_own = j >= node.first_param && j < own_end;
+  const int ci = i_own ? -1 : ChildHolding(node, i);
+  const int cj = j_own ? -1 : ChildHolding(node, j);
+  if (!i_own && !j_own && ci != cj) return false;  // the two operands do not interact
+  ChangeWeights w;
+  ComputeChangeWeights(node, geometry, raw, (i_own || j_own) ? 2 : 0, &w);
+  const ArrayXd u1 = 1.0 - w.v1, u2 = 1.0 - w.v2;
+  if (!i_own && !j_own) {
+    MatrixXd inner;
+    if (!NodeSecondDerivative(node.children[ci], geometry, raw, values, i, j, &inner)) {
+      return false;
+    }
+    const MatrixXd weight = ci == 0 ? Outer(u1, u2) : Outer(w.v1, w.v2);
+    *out = (weight.array() * inner.array()).matrix();
+    return true;
+  }
+  if (i_own != j_own) {
+    const int a = (i_own ? i : j) - node.first_param;
+    const int operand_param = i_own ? j : i;
+    const int c = i_own ? cj : ci;
+    const Node& child = nodes_[node.children[c]];
+    const MatrixXd& d_operand = values[node.children[c]].dk[Position(child, operand_param)];
+    const MatrixXd d_weight = c == 0 ? MatrixXd(-(Outer(w.d1_1[a], u2) + Outer(u1, w.d1_2[a])))
+                                     : MatrixXd(Outer(w.d1_1[a], w.v2) + Outer(w.v1, w.d1_2[a]));
+    *out = (d_weight.array() * d_operand.array()).matrix();
+    return true;
+  }
+  const int m = node.num_own;
+  const int a = i - node.first_param, b = j - node.first_param;
+  const MatrixXd cross = Outer(w.d1_1[a], w.d1_2[b]) + Outer(w.d1_1[b], w.d1_2[a]);
+  const MatrixXd dd_first =
+      cross - Outer(w.d2_1[a * m + b], u2) - Outer(u1, w.d2_2[a * m + b]);
+  const MatrixXd dd_second =
+      cross + Outer(w.d2_1[a * m + b], w.v2) + Outer(w.v1, w.d2_2[a * m + b]);
+  *out = (dd_first.array() * values[node.children[0]].k.array() +
+          dd_second.array() * values[node.children[1]].k.array())
+             .matrix();
   return true;
 }
 

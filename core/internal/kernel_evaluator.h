@@ -8,6 +8,18 @@
 //   RQ    (1+d²/2αℓ²)^{−α}          C      c
 // Sums add derivatives; products use the product rule with "product of the other operands"
 // computed without division (a LIN factor can be exactly zero).
+//
+// Changepoints and changewindows (the Automatic Statistician's covChangePointMultiD.m and
+// covChangeWindowMultiD.m) read one input column x (the pinned one, else column 0) through its
+// position z = (x − x_min)/(x_max − x_min) on the training inputs' range (SetInputFrame; z = x
+// without a frame). With θ = (p, τ[, w]) = softplus of the raw values (core/hyperparameters.h),
+// ℓ = p − 1 and σ(u) = ½(1 + tanh u):
+//   CP(k1, k2):  v(z) = σ((z − ℓ)/τ)
+//   CW(k1, k2):  v(z) = σ((z − ℓ + w/2)/τ) · σ((ℓ + w/2 − z)/τ)
+//   k = (1 − v(z)) k1 (1 − v(z')) + v(z) k2 v(z')
+// Derivatives: the operands' scaled by the weight matrices U = (1 − v)(1 − v')ᵀ and V = v v'ᵀ;
+// the node's own by ∂U∘k1 + ∂V∘k2, with ∂v from σ' = ½(1 − tanh²u), σ'' = −2 tanh(u) σ' and
+// u linear in ℓ and w and ∝ 1/τ (kernel_evaluator.cc).
 #ifndef GPSEL_CORE_KERNEL_EVALUATOR_H_
 #define GPSEL_CORE_KERNEL_EVALUATOR_H_
 
@@ -27,6 +39,9 @@ struct PairGeometry {
     Eigen::MatrixXd squared_distance;  // d²   (SE, RQ)
     Eigen::MatrixXd distance;          // d    (MAT12, MAT32, MAT52, PER)
     Eigen::MatrixXd dot;               // x·x' (LIN)
+    // Positions z of x1's and x2's rows on the column a CP/CW reads (dim −1: column 0), in
+    // units of the training inputs' range.
+    Eigen::VectorXd z1, z2;
   };
   std::map<int, ForDim> by_dim;  // key: active_dim (−1 = all columns)
   Eigen::Index rows = 0, cols = 0;
@@ -38,6 +53,11 @@ struct PairGeometry {
 class KernelEvaluator {
  public:
   explicit KernelEvaluator(const KernelExpr& kernel);
+  // With the training inputs, whose range on each column a CP/CW reads is its frame (below).
+  KernelEvaluator(const KernelExpr& kernel, const Eigen::MatrixXd& training_x);
+  // The frame of changepoints and changewindows: z = (x − min)/(max − min) over `training_x`'s
+  // column (a constant column: range 1). Without one, z = x. Geometry made afterwards uses it.
+  void SetInputFrame(const Eigen::MatrixXd& training_x);
 
   int num_parameters() const { return num_parameters_; }
   PairGeometry MakeGeometry(const Eigen::MatrixXd& x1, const Eigen::MatrixXd& x2) const;
@@ -71,9 +91,24 @@ class KernelEvaluator {
     BaseKernel base;
     int active_dim;
     std::vector<int> children;
-    int first_param = 0;      // leaves: index of their first parameter
+    int first_param = 0;      // leaves and change nodes: index of their first own parameter
+    int num_own = 0;          // change nodes: their own parameters (after the operands')
     std::vector<int> params;  // all parameters in the subtree, ascending
   };
+  // A change node's weight v of its second operand on x1's (`z1`) and x2's (`z2`) rows, with raw
+  // derivatives (order 1: d1; order 2: also d2, index a*m+b).
+  struct ChangeWeights {
+    Eigen::ArrayXd v1, v2;
+    std::vector<Eigen::ArrayXd> d1_1, d1_2, d2_1, d2_2;
+  };
+  void ComputeChangeWeights(const Node& node, const PairGeometry& geometry,
+                            const Eigen::VectorXd& raw, int order, ChangeWeights* out) const;
+  void EvaluateChange(const Node& node, const PairGeometry& geometry, const Eigen::VectorXd& raw,
+                      bool with_gradient, const std::vector<NodeValue>& values,
+                      NodeValue* value) const;
+  bool ChangeSecondDerivative(const Node& node, const PairGeometry& geometry,
+                              const Eigen::VectorXd& raw, const std::vector<NodeValue>& values,
+                              int i, int j, Eigen::MatrixXd* out) const;
   int Build(const KernelExpr& expr);
   int Position(const Node& node, int param) const;  // index in node.params or −1
   int ChildHolding(const Node& node, int param) const;
@@ -90,7 +125,13 @@ class KernelEvaluator {
     bool squared_distance = false;
     bool distance = false;
     bool dot = false;
+    bool position = false;  // a CP/CW reads the column
   };
+  struct InputFrame {
+    double min = 0.0;
+    double range = 1.0;
+  };
+  std::map<int, InputFrame> frames_;  // by the change nodes' active_dim
   std::map<int, GeometryUse> geometry_use_;
   std::vector<Node> nodes_;
   int root_ = 0;

@@ -40,14 +40,29 @@ struct Cost {
   }
 };
 
+// What a changepoint's or changewindow's own parameters get (unassigned ones: prior means).
+enum class ChangeMode {
+  kCopy,    // the matched change node's values of the smaller kernel
+  kFirst,   // the first operand everywhere: the change (CP) or the window (CW) beyond the data
+  kSecond,  // the second operand everywhere: the change before the data, the window over it
+};
+
+struct ChangeAssignment {
+  const KernelExpr* node = nullptr;    // in the larger kernel
+  ChangeMode mode = ChangeMode::kFirst;
+  const KernelExpr* source = nullptr;  // kCopy: the node of the smaller kernel
+};
+
 struct Plan {
   Cost cost;
   std::vector<LeafAssignment> leaves;
+  std::vector<ChangeAssignment> changes;
   void Append(const Plan& other) {
     cost.approximate += other.cost.approximate;
     cost.limit += other.cost.limit;
     cost.switched += other.cost.switched;
     leaves.insert(leaves.end(), other.leaves.begin(), other.leaves.end());
+    changes.insert(changes.end(), other.changes.begin(), other.changes.end());
   }
 };
 
@@ -89,7 +104,8 @@ Plan SwitchToZero(const KernelExpr& expr) {
     }
     return plan;
   }
-  if (expr.kind == KernelExpr::Kind::kSum) {
+  if (expr.kind == KernelExpr::Kind::kSum || expr.is_change()) {
+    // A change node is 0 when both its operands are, whatever its weights.
     for (const KernelExpr& summand : expr.operands) plan.Append(SwitchToZero(summand));
     return plan;
   }
@@ -123,6 +139,13 @@ Plan SwitchToOne(const KernelExpr& expr) {
   }
   if (expr.kind == KernelExpr::Kind::kProduct) {
     for (const KernelExpr& factor : expr.operands) plan.Append(SwitchToOne(factor));
+    return plan;
+  }
+  if (expr.is_change()) {
+    // The first operand everywhere, and it 1.
+    plan = SwitchToOne(expr.operands[0]);
+    plan.Append(PriorMeans(expr.operands[1]));
+    plan.changes.push_back({&expr, ChangeMode::kFirst});
     return plan;
   }
   // A sum is 1 when one summand is and the others are 0.
@@ -213,10 +236,36 @@ std::optional<Plan> Embed(const KernelExpr& sub, const KernelExpr& super, Budget
     plan.leaves.push_back({&super, LeafMode::kCopy, &sub});
     return plan;
   }
+  if (super.is_change()) {
+    // Inside one operand with the weights giving it the whole data (exact: tanh saturates to ±1
+    // in double precision), the other at its prior means; or operand by operand into a change
+    // node of the same kind and column, its weights copied.
+    std::optional<Plan> best;
+    for (size_t t = 0; t < 2; ++t) {
+      std::optional<Plan> inside = Embed(sub, super.operands[t], budget);
+      if (!inside) continue;
+      Plan plan = *std::move(inside);
+      plan.Append(PriorMeans(super.operands[1 - t]));
+      plan.changes.push_back({&super, t == 0 ? ChangeMode::kFirst : ChangeMode::kSecond});
+      if (!best || plan.cost < best->cost) best = std::move(plan);
+    }
+    if (sub.kind == super.kind && sub.active_dim == super.active_dim) {
+      std::optional<Plan> first = Embed(sub.operands[0], super.operands[0], budget);
+      std::optional<Plan> second =
+          first ? Embed(sub.operands[1], super.operands[1], budget) : std::nullopt;
+      if (first && second) {
+        Plan plan = *std::move(first);
+        plan.Append(*second);
+        plan.changes.push_back({&super, ChangeMode::kCopy, &sub});
+        if (!best || plan.cost < best->cost) best = std::move(plan);
+      }
+    }
+    return best;
+  }
   const bool sum = super.kind == KernelExpr::Kind::kSum;
   auto off = sum ? SwitchToZero : SwitchToOne;
   std::optional<Plan> best = EmbedInOneOperand(sub, super, off, budget);
-  if (sub.kind == super.kind) {
+  if (sub.kind == super.kind && !sub.is_change()) {
     std::optional<Plan> matched = MatchOperands(sub, super, off, budget);
     if (matched && (!best || matched->cost < best->cost)) best = std::move(matched);
   }
@@ -242,6 +291,33 @@ std::map<const KernelExpr*, std::vector<std::string>> LeafParameterNames(
   }
   return names;
 }
+
+// The same for change nodes' own parameters ("CP.location", ...).
+void CollectChangeNodes(const KernelExpr& expr, std::vector<const KernelExpr*>* nodes) {
+  for (const KernelExpr& operand : expr.operands) CollectChangeNodes(operand, nodes);
+  if (expr.is_change()) nodes->push_back(&expr);
+}
+
+std::map<const KernelExpr*, std::vector<std::string>> ChangeParameterFullNames(
+    const KernelExpr& kernel) {
+  std::vector<const KernelExpr*> nodes;
+  CollectChangeNodes(kernel, &nodes);
+  const std::vector<std::string> labels = ChangeLabels(kernel);
+  std::map<const KernelExpr*, std::vector<std::string>> names;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const std::string& parameter : ChangeParameterNames(nodes[i]->kind)) {
+      names[nodes[i]].push_back(absl::StrCat(labels[i], ".", parameter));
+    }
+  }
+  return names;
+}
+
+// Natural values (core/hyperparameters.h units) that give one operand the whole data [0, 1]
+// exactly in double precision: a transition of 1 % of the range puts every input at least 100
+// transitions from the change, where tanh rounds to ±1.
+constexpr double kSwitchTransition = 0.01;
+constexpr double kLocationBeyondData = 4.0;  // ℓ three ranges after the last input
+constexpr double kWindowOverData = 10.0;     // a window of ten ranges around the middle
 
 }  // namespace
 
@@ -292,6 +368,45 @@ absl::StatusOr<NestedEmbedding> EmbedNestedOptimum(const KernelExpr& sub,
       static constexpr const char* kModeNames[] = {"copy", "→0", "=1", "flat", "prior mean"};
       absl::StrAppend(&off, off.empty() ? "" : ", ", names.front().substr(0, names.front().find('.')),
                       " ", kModeNames[static_cast<int>(assignment.mode)]);
+    }
+  }
+  const auto sub_changes = ChangeParameterFullNames(sub);
+  const auto super_changes = ChangeParameterFullNames(super);
+  for (const auto& [node, names] : super_changes) {
+    for (size_t p = 0; p < names.size(); ++p) {
+      embedding.raw[names[p]] = DefaultChangePrior(node->kind, static_cast<int>(p)).mean;
+    }
+  }
+  for (const ChangeAssignment& assignment : plan->changes) {
+    const std::vector<std::string>& names = super_changes.at(assignment.node);
+    const bool window = assignment.node->kind == KernelExpr::Kind::kChangeWindow;
+    for (size_t p = 0; p < names.size(); ++p) {
+      double value = embedding.raw[names[p]];
+      if (assignment.mode == ChangeMode::kCopy) {
+        const std::string& source = sub_changes.at(assignment.source)[p];
+        auto it = sub_raw.find(source);
+        if (it == sub_raw.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("nested embedding: no value for ", source, " of ", ToString(sub)));
+        }
+        value = it->second;
+      } else if (p == 1) {
+        value = InverseSoftplus(kSwitchTransition);
+      } else if (p == 0) {
+        // CP: the change after the data (first) or at the lower bound, a range before it
+        // (second); CW: the window after the data (first) or centred on it (second).
+        value = assignment.mode == ChangeMode::kFirst ? InverseSoftplus(kLocationBeyondData)
+                : window                              ? InverseSoftplus(1.5)
+                                                      : raw_lower;
+      } else {  // CW width
+        value = InverseSoftplus(assignment.mode == ChangeMode::kFirst ? 0.2 : kWindowOverData);
+      }
+      embedding.raw[names[p]] = value;
+    }
+    if (assignment.mode != ChangeMode::kCopy) {
+      absl::StrAppend(&off, off.empty() ? "" : ", ",
+                      names.front().substr(0, names.front().find('.')),
+                      assignment.mode == ChangeMode::kFirst ? " first operand" : " second operand");
     }
   }
   auto noise = sub_raw.find(kNoiseName);
