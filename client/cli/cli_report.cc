@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,24 +52,22 @@ struct ReportFlags {
   int width = 960, height = 480;
 };
 
-// The column names of a CSV header line ("year,co2"), or none when the first line is data.
-std::vector<std::string> HeaderNames(const std::string& path) {
-  if (path.empty() || path == "-") return {};
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::string trimmed(absl::StripAsciiWhitespace(line));
-    if (trimmed.empty() || trimmed[0] == '#') continue;
-    std::vector<std::string> names;
-    for (absl::string_view field : absl::StrSplit(trimmed, ',')) {
-      double number = 0;
-      const std::string name(absl::StripAsciiWhitespace(field));
-      if (absl::SimpleAtod(name, &number)) return {};
-      names.push_back(name);
-    }
-    return names;
+// The header names of the columns read (core/dataset.h CsvReadReport: --x/--y, any separator),
+// x's then y's; none for stdin or a file without a header (its columns are "column N").
+std::vector<std::string> HeaderNames(const FitFlags& data_flags) {
+  if (data_flags.data_path.empty() || data_flags.data_path == "-") return {};
+  absl::StatusOr<CsvOptions> options = ParseCsvFlags(data_flags);
+  CsvReadReport read;
+  if (!options.ok() ||
+      !LoadCsvFile(data_flags.data_path, *options, CliDatasetLimits(false), &read).ok()) {
+    return {};
   }
-  return {};
+  std::vector<std::string> names = read.x_names;
+  names.push_back(read.y_name);
+  for (const std::string& name : names) {
+    if (absl::StartsWith(name, "column ")) return {};
+  }
+  return names;
 }
 
 // A label with its unit: "year", "co2 (ppm)".
@@ -269,7 +268,7 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   }
   progress.Finish();
 
-  const std::vector<std::string> header = HeaderNames(flags.fit.data_path);
+  const std::vector<std::string> header = HeaderNames(data_flags);
   const std::string x_name = flags.x_label.empty()
                                  ? (header.size() >= 2 && data->num_dims() == 1 ? header[0] : "x")
                                  : flags.x_label;

@@ -1,5 +1,5 @@
 """The gpsel package against a live gpsel-server on loopback: score, search (iterator and
-callback), predict, a job, jobs(), a bad request's field violations, the token. Numbers are
+callback), predict, a job, jobs(), a bad request's field violations, the token, TLS. Numbers are
 checked against the `gpsel` CLI run in-process on the same data (the C++ path, no server).
 
 Environment (set by tests/python/run.sh): GPSEL_SERVER and GPSEL_CLI (binaries), GPSEL_DATA_DIR.
@@ -192,6 +192,50 @@ class LiveTest(unittest.TestCase):
         with gpsel.Client(address, token="wrong", tls=False, timeout=30) as wrong:
             with self.assertRaises(gpsel.Unauthenticated):
                 wrong.jobs()
+
+
+def start_server(directory, *extra):
+    """A gpsel-server on a free loopback port with `extra` flags: (process, address)."""
+    log_file = open(os.path.join(directory, "server-extra.log"), "w")
+    process = subprocess.Popen(
+        [SERVER, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--store",
+         "sqlite:" + os.path.join(directory, "extra.db"), "--job-workers", "0", *extra],
+        stdout=subprocess.PIPE, stderr=log_file, text=True)
+    log_file.close()
+    line = process.stdout.readline()
+    if "listening on " not in line:
+        process.kill()
+        raise RuntimeError(f"gpsel-server did not start: {line}")
+    return process, line.split("listening on ")[1].split(",")[0].strip()
+
+
+class TlsTest(unittest.TestCase):
+    """tls= a CA file: the client trusts the server's self-signed certificate; a plaintext client
+    to the same server fails with Unavailable, not a hang."""
+
+    def test_tls_with_a_ca_file(self):
+        with tempfile.TemporaryDirectory(prefix="gpsel-python-tls-") as directory:
+            cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+            made = subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                 "-out", cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+                 "subjectAltName=DNS:localhost,IP:127.0.0.1"], capture_output=True)
+            if made.returncode != 0:
+                self.skipTest("openssl could not make a test certificate")
+            process, tls_address = start_server(directory, "--tls-cert", cert, "--tls-key", key)
+            try:
+                with gpsel.Client(tls_address, tls=cert, timeout=60) as client:
+                    result = client.score(np.linspace(0, 1, 10), np.sin(np.linspace(0, 3, 10)),
+                                          kernels="SE", metrics=["lap0"],
+                                          n_restarts_optimizer=1)
+                    self.assertIn("lap0", result[0].metrics)
+                with gpsel.Client(tls_address, tls=False, timeout=5) as plaintext:
+                    with self.assertRaises(gpsel.Unavailable):
+                        plaintext.jobs()
+            finally:
+                process.terminate()
+                process.wait(timeout=30)
+                process.stdout.close()
 
 
 if __name__ == "__main__":
