@@ -187,6 +187,7 @@ absl::Status SparseFitOptions::Validate() const {
     return absl::InvalidArgumentError("reselect_tolerance: must be finite and >= 0");
   }
   if (restarts < 0) return absl::InvalidArgumentError("restarts: must be >= 0");
+  if (kept_modes < 1) return absl::InvalidArgumentError("kept_modes: must be >= 1");
   if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be >= 1");
   if (!(gradient_tolerance > 0.0) || !std::isfinite(gradient_tolerance)) {
     return absl::InvalidArgumentError("gradient_tolerance: must be finite and > 0");
@@ -306,6 +307,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     Eigen::VectorXd theta;
     std::vector<int> indices;
     std::optional<SparseGp> sparse;
+    std::vector<Eigen::VectorXd> modes;  // the best distinct ends of the last round 0
     double value = -std::numeric_limits<double>::infinity();
     for (;;) {
       SparseFitResult::Step step;
@@ -313,8 +315,14 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       // Round 1: from every start (first m) or the previous optimum, Z selected at the start.
       // Rounds 2+: Z re-selected at θ̂ and refitted; a round is kept only if it gains.
       for (int round = 0; round < options.reselect_rounds; ++round) {
-        const std::vector<Eigen::VectorXd> from =
-            (round == 0 && theta.size() == 0) ? starts : std::vector<Eigen::VectorXd>{theta};
+        // Round 0: every start at the first m; at a larger m, θ̂ and the other kept modes.
+        std::vector<Eigen::VectorXd> from = {theta};
+        if (round == 0 && theta.size() == 0) {
+          from = starts;
+        } else if (round == 0) {
+          for (size_t k = 1; k < modes.size(); ++k) from.push_back(modes[k]);
+        }
+        std::vector<std::pair<double, Eigen::VectorXd>> ends;
         bool gained = false;
         double round_gain = 0.0;
         for (const Eigen::VectorXd& start : from) {
@@ -325,6 +333,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
           std::optional<Optimum> optimum = Optimise(*candidate, options, progress, start);
           if (!optimum) continue;
           result.evaluations += optimum->evaluations;
+          if (round == 0) ends.emplace_back(optimum->value, optimum->raw);
           // At a new m (round 0 after the first m) the objective is a new function: take it.
           const bool new_level = round == 0;
           if (optimum->value > value || (new_level && !gained)) {
@@ -334,6 +343,18 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
             indices = z->indices;
             sparse.emplace(*std::move(candidate));
             gained = true;
+          }
+        }
+        if (round == 0) {
+          // The best ends, distinct by value, best first (a stable sort: ties keep start order).
+          std::stable_sort(ends.begin(), ends.end(),
+                           [](const auto& a, const auto& b) { return a.first > b.first; });
+          modes.clear();
+          for (const auto& [end_value, end_raw] : ends) {
+            if (static_cast<int>(modes.size()) >= options.kept_modes) break;
+            bool repeat = false;
+            for (const Eigen::VectorXd& mode : modes) repeat |= (mode - end_raw).norm() < 1e-3;
+            if (!repeat) modes.push_back(end_raw);
           }
         }
         step.rounds = round + 1;

@@ -1,0 +1,106 @@
+// Tests of core/sparse_score.h against the exact ScoreKernel on a bundled series: every
+// likelihood-based interval brackets the exact metric at the sparse optimum, the exact optimum is
+// not below the reported (lower) values, the ranking agrees with the exact one where the intervals
+// separate, and overlapping intervals are reported as undecided.
+#include "gpsel/core/sparse_score.h"
+
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "gpsel/core/dataset.h"
+#include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/score.h"
+#include "tests/core/bundled_data.h"
+
+namespace gpsel {
+namespace {
+
+using ::gpsel::testing::LoadBundled;
+
+Dataset EveryFourthMonth() {
+  const Dataset full = LoadBundled("mauna_loa_monthly.csv");
+  Dataset data;
+  const int n = (full.num_points() + 3) / 4;
+  data.x.resize(n, 1);
+  data.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    data.x(i, 0) = full.x(4 * i, 0) - full.x(0, 0);
+    data.y(i) = full.y(4 * i);
+  }
+  return data;
+}
+
+TEST(SparseScoreTest, IntervalsBracketTheExactMetricsAndRankAsExact) {
+  const Dataset data = EveryFourthMonth();  // n = 131
+  SparseScoreOptions options;
+  options.fit.restarts = 1;
+  options.fit.initial_inducing = 16;
+  ScoreOptions exact_options;
+  exact_options.fit.restarts = 2;
+  std::map<std::string, SparseKernelScore> sparse;
+  std::map<std::string, KernelScore> exact;
+  for (const char* text : {"SE", "C*SE+C*PER*SE"}) {
+    const KernelExpr kernel = *ParseKernel(text);
+    absl::StatusOr<SparseKernelScore> s = ScoreKernelSparse(data, kernel, options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    SCOPED_TRACE(s->Summary());
+    EXPECT_EQ(s->method, "sparse");
+    EXPECT_GT(s->num_inducing, 0);
+    // The exact likelihood at each sparse optimum, from an independent GpModel.
+    absl::StatusOr<PreparedModel> prepared =
+        PrepareModel(data, kernel, true, XScaling{}, HyperparameterSettings{});
+    ASSERT_TRUE(prepared.ok());
+    const double at_mll = *prepared->model.LogLikelihood(s->mll_fit->raw);
+    const double at_map = *prepared->model.LogLikelihood(s->map_fit->raw);
+    const double u = s->num_hyperparameters;
+    const double exact_metric_at_sparse[] = {at_mll, at_mll - 0.5 * u * std::log(131.0),
+                                             at_map + s->map_fit->log_prior};
+    const char* names[] = {"mll", "bic", "map"};
+    for (int k = 0; k < 3; ++k) {
+      const MetricInterval& i = s->intervals.at(names[k]);
+      EXPECT_LE(i.lower, exact_metric_at_sparse[k] + 1e-9) << text << " " << names[k];
+      EXPECT_GE(i.upper, exact_metric_at_sparse[k] - 1e-9) << text << " " << names[k];
+      EXPECT_EQ(s->metrics.at(names[k]), i.lower);
+    }
+    absl::StatusOr<KernelScore> e = ScoreKernel(data, kernel, exact_options);
+    ASSERT_TRUE(e.ok());
+    for (const char* name : {"mll", "aic", "bic", "map"}) {
+      EXPECT_GE(e->metrics.at(name), s->metrics.at(name) - 1e-6) << text << " " << name;
+    }
+    // Lap0 is defined (the Hessian of log p(θ) + ELBO is made). Its closeness to the exact Lap0
+    // is not asserted: on C*SE+C*PER*SE here the sparse MAP fit ends in a mode 23.6 nats of MAP
+    // below the exact one (see the issue-28 notes in bench/RESULTS.md).
+    EXPECT_TRUE(s->metrics.count("lap0")) << text;
+    sparse.emplace(text, *s);
+    exact.emplace(text, *e);
+  }
+  for (Metric metric : {Metric::kBic, Metric::kLap0, Metric::kLapAic, Metric::kLapBic}) {
+    const std::string name(MetricName(metric));
+    const bool exact_prefers_b =
+        exact.at("C*SE+C*PER*SE").metrics.at(name) > exact.at("SE").metrics.at(name);
+    EXPECT_EQ(CompareSparseScores(sparse.at("SE"), sparse.at("C*SE+C*PER*SE"), metric),
+              exact_prefers_b ? "b" : "a")
+        << name;
+  }
+  // A kernel against itself: the intervals overlap.
+  EXPECT_EQ(CompareSparseScores(sparse.at("SE"), sparse.at("SE"), Metric::kBic).rfind("undecided at m = ", 0),
+            0u);
+}
+
+TEST(SparseScoreTest, BadInputIsRefusedBeforeAnyFit) {
+  Dataset data = EveryFourthMonth();
+  SparseScoreOptions options;
+  options.fit.initial_inducing = 0;
+  absl::Status s = ScoreKernelSparse(data, *ParseKernel("SE"), options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("initial_inducing"), std::string::npos);
+  data.y(3) = std::nan("");
+  s = ScoreKernelSparse(data, *ParseKernel("SE"), SparseScoreOptions{}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpsel
