@@ -40,6 +40,12 @@ void CollectBlockSwaps(const KernelExpr& expr, int& offset, std::vector<BlockSwa
     begins.push_back(offset);
     CollectBlockSwaps(operand, offset, swaps);
   }
+  if (expr.is_change()) {
+    // CP(A, A) is no symmetry: the operands are before and after the change. Its own
+    // parameters follow its operands'.
+    offset += static_cast<int>(ChangeParameterNames(expr.kind).size());
+    return;
+  }
   begins.push_back(offset);
   for (size_t i = 0; i + 1 < expr.operands.size(); ++i) {
     if (expr.operands[i] == expr.operands[i + 1]) {

@@ -64,6 +64,11 @@ int Walk(const KernelExpr& k, KernelShape& shape, std::set<std::string>& kinds) 
   }
   int below = 0;
   for (const KernelExpr& operand : k.operands) below += Walk(operand, shape, kinds);
+  if (k.is_change()) {  // its own parameters (location, transition[, width])
+    const int own = static_cast<int>(ChangeParameterNames(k.kind).size());
+    shape.parameters += own;
+    below += own;
+  }
   return below;
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress_clock.h"
 
@@ -56,6 +57,7 @@ int FreeParameters(const KernelExpr& kernel) {
     if (k->is_base()) {
       count += static_cast<int>(BaseKernelParameterNames(k->base).size());
     } else {
+      if (k->is_change()) count += static_cast<int>(ChangeParameterNames(k->kind).size());
       for (const KernelExpr& operand : k->operands) stack.push_back(&operand);
     }
   }

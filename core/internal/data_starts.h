@@ -30,8 +30,9 @@ namespace gpsel {
 // lengthscale is 1 (one smooth bump per period); C constants and LIN variances share var(y)
 // equally over the summands; RQ.alpha is 1; the noise variance is the smooth's residual. Fixed
 // parameters stay fixed; a parameter the rules do not cover starts at its prior mean.
-// A changepoint's location starts at the largest jump in the mean of y along its column (a scan
-// of every split, data_starts.cc ScanForChange), a changewindow's location and width at the
+// A changepoint's location starts at the best split of y along its column into two straight
+// lines with their own noise (a scan of every split, data_starts.cc ScanForChange: jumps, turns
+// of the trend and changes of roughness), a changewindow's location and width at the
 // window whose mean differs most (a scan on up to 80 boundaries); the transition at one median
 // spacing (an abrupt change).
 std::vector<StartPoint> DataInformedStarts(const GpModel& model);

@@ -14,6 +14,13 @@
 //     bound (k = 1 − O(d²/500²): exact only in the limit); a product switches each factor to 1;
 //     a sum keeps one summand at 1 and switches the others to 0. A LIN factor cannot be 1
 //     (approximate: its variance stays at the prior mean).
+//   - a CHANGEPOINT or CHANGEWINDOW CP(A, B) / CW(A, B) reduces to A (or B) exactly: the kernel
+//     sits in that operand, the other at its prior means, and the change's weights give it all
+//     of the data (transition 1 % of the range; CP: location three ranges after the data for A,
+//     on the lower bound, a range before it, for B; CW: the window after the data for A, ten
+//     ranges wide over it for B), where tanh rounds to ±1. As a factor it is switched to 1 the
+//     same way through A; as a summand, to 0 with both operands. A change node of the same kind
+//     and column is matched operand by operand, its own values copied.
 // Matched leaves (same base kernel, same input column) take the smaller kernel's values; when
 // several matchings exist, the one with the fewest approximate, then limit, then switched-off
 // leaves wins (ties: the first in canonical operand order). The noise is copied.

@@ -64,6 +64,29 @@ TEST(DescribeKernelTest, MaunaLoaReadsAsTrendSeasonAndNoise) {
             "shape drifts over about 4.1 years, plus noise of sd 0.3 ppm");
 }
 
+// A changepoint reads as "a change at about <x> (± sd) from <before> to <after>" (issue 31): the
+// location is a fraction of x's range (1 = the first x), here 1 + 27.4/99 of 1871..1970.
+TEST(DescribeKernelTest, AChangepointSaysWhereAndFromWhatToWhat) {
+  Units units = XYUnits("years", "", 99.0);
+  units.x_min = 1871.0;
+  units.change_location_sd["CP"] = 0.56;
+  const std::map<std::string, double> values = {
+      {"C#1.constant", 1.0},        {"SE#1.lengthscale", 50.0}, {"C#2.constant", 0.2},
+      {"SE#2.lengthscale", 0.5},    {"CP.location", 1.0 + 27.4 / 99.0},
+      {"CP.transition", 0.01},      {"noise", 0.3}};
+  const std::string text = Describe("CP(C*SE, C*SE)", values, units);
+  EXPECT_THAT(text, HasSubstr("a change at about 1898 (± 0.56 years) from a smooth trend"));
+  EXPECT_THAT(text, HasSubstr(" to "));
+  EXPECT_THAT(text, HasSubstr("plus noise"));
+  // A change inside a sum is one summand among the others.
+  const std::string sum = Describe("LIN + CP(C, C)",
+                                   {{"LIN.variance", 0.1}, {"C#1.constant", 1.0},
+                                    {"C#2.constant", 2.0}, {"CP.location", 1.5},
+                                    {"CP.transition", 0.02}, {"noise", 0.1}},
+                                   units);
+  EXPECT_THAT(sum, HasSubstr("a change at about 1920"));
+}
+
 TEST(DescribeKernelTest, TheSlowestSummandIsTheTrendDownToATwentiethOfTheSpan) {
   // What the depth-3 search chose for Mauna Loa (bench/RESULTS.md): PER*PER + SE with the SE
   // varying over 2.4 of 45 years, which carries the whole rise.
