@@ -3,7 +3,7 @@
 // Every call has a deadline (ClientOptions::timeout), unary calls are retried with exponential
 // backoff on UNAVAILABLE (server restarting or draining; the Submit calls are safe to retry because
 // they carry an idempotency key), and errors come back as absl::Status with the server's
-// google.rpc details as payloads (see bridge/convert.h: FieldViolations, ErrorReason). Results
+// google.rpc details as payloads (see proto/bridge/convert.h: FieldViolations, ErrorReason). Results
 // are offered both as protobuf messages and as core types, so a remote result prints with the
 // same code as an in-process one.
 //

@@ -103,7 +103,7 @@ void CollectLeaves(const KernelExpr& expr, std::vector<const KernelExpr*>* leave
   for (const KernelExpr& operand : expr.operands) CollectLeaves(operand, leaves);
 }
 
-// The nodes owning parameters in the numerics' order (core/kernel_evaluator.cc Build): base
+// The nodes owning parameters in the numerics' order (core/internal/kernel_evaluator.cc Build): base
 // leaves, and change nodes after their operands (post-order).
 void CollectOwners(const KernelExpr& expr, std::vector<const KernelExpr*>* owners) {
   if (expr.is_base()) {

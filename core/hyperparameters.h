@@ -35,10 +35,10 @@ NormalPrior DefaultPrior(BaseKernel base, int parameter_index);
 NormalPrior DefaultNoisePrior();
 
 // Parameters of a changepoint (CP) or changewindow (CW) node, all in units of the range of the
-// input column it reads over the training data (x_min..x_max; core/kernel_evaluator.h):
+// input column it reads over the training data (x_min..x_max; core/internal/kernel_evaluator.h):
 //   "location"   = 1 + (ℓ − x_min)/(x_max − x_min): 1 at the first input, 2 at the last, down
 //                  to 0 one range before the data (so the change can leave the data on either
-//                  side, see core/nested_embedding.h);
+//                  side, see core/internal/nested_embedding.h);
 //   "transition" = τ, the change's width as a fraction of the range: σ(x) =
 //                  ½(1 + tanh(s (x − ℓ))) with steepness s = 1/(τ (x_max − x_min));
 //   "width"      = w (CW only), the window's width as a fraction of the range.

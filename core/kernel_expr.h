@@ -9,7 +9,7 @@
 //
 // CP(k1, k2) = (1 − σ(x)) k1 (1 − σ(x')) + σ(x) k2 σ(x'): k1 before the change, k2 after it.
 // CW(k1, k2) = (1 − a(x)) k1 (1 − a(x')) + a(x) k2 a(x'): k2 inside a window, k1 outside it.
-// σ and a read one input column: DIM when pinned, else column 0 (core/kernel_evaluator.h has the
+// σ and a read one input column: DIM when pinned, else column 0 (core/internal/kernel_evaluator.h has the
 // formulas and parameters). Their two operands are ordered (not sorted) and never flattened.
 //
 // Example:

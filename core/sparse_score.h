@@ -30,7 +30,7 @@
 
 namespace gpsel {
 
-// Up to this n the fits also start from the data-informed points of core/data_starts.h (as the
+// Up to this n the fits also start from the data-informed points of core/internal/data_starts.h (as the
 // exact score does): periodic kernels need the periodogram's periods — from the prior draws
 // alone the Mauna Loa C*SE+C*PER*SE fit ended 34 nats of Lap0 below the exact score's optimum.
 // Above it they are skipped (their pairwise-distance heuristics are not made for 10⁵ points).

@@ -97,7 +97,7 @@ struct ChangeStart {
   std::string origin;
 };
 
-// The coarse scan of core/data_starts.h on one column: with y sorted by x and prefix sums, a split
+// The coarse scan of core/internal/data_starts.h on one column: with y sorted by x and prefix sums, a split
 // after point i (at least kMinSegment points on each side) scores the between-segment sum of
 // squares n_L n_R/n (ȳ_R − ȳ_L)², the statistic of the largest jump in mean; a window [i, j)
 // scores n_in n_out/n (ȳ_in − ȳ_out)². Windows are scanned on at most kWindowGrid candidate

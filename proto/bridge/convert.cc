@@ -1,5 +1,6 @@
 // Conversions between gpsel.v1 messages and core types; see convert.h.
 #include "gpsel/proto/bridge/convert.h"
+#include "gpsel/proto/bridge/unlisted_violations.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -1038,14 +1040,55 @@ absl::Status InvalidField(std::string_view field, std::string_view description) 
   return InvalidFields({{std::string(field), std::string(description)}});
 }
 
+namespace {
+
+constexpr char kUnlistedViolationsSuffix[] = " more violations not listed";
+
+// `text` cut to at most `max_bytes` bytes at a UTF-8 character boundary, marked "…" when cut.
+std::string Truncated(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  const std::string ellipsis = "\u2026";
+  size_t end = max_bytes - ellipsis.size();
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end)) + ellipsis;
+}
+
+}  // namespace
+
 absl::Status InvalidFields(const std::vector<std::pair<std::string, std::string>>& violations) {
+  return InvalidFieldsWithUnlisted(violations, 0);
+}
+
+absl::Status InvalidFieldsWithUnlisted(
+    const std::vector<std::pair<std::string, std::string>>& violations, int64_t unlisted) {
+  // Bounded whatever the request (issue 33): gRPC sends the message and the details in the
+  // trailers, which peers cap (8 KiB by default), and 200,000 bad elements must not become
+  // 200,000 violations held, serialised and refused as "metadata size exceeds limit".
   google::rpc::BadRequest bad_request;
   std::vector<std::string> parts;
+  size_t bytes = 0;
+  size_t reported = 0;
   for (const auto& [field, description] : violations) {
+    std::string f = Truncated(field, kMaxViolationFieldBytes);
+    std::string d = Truncated(description, kMaxViolationDescriptionBytes);
+    if (reported == kMaxReportedViolations ||
+        (reported > 0 && bytes + f.size() + d.size() > kMaxReportedViolationBytes)) {
+      break;
+    }
+    bytes += f.size() + d.size();
+    ++reported;
+    parts.push_back(absl::StrCat(f, ": ", d));
     google::rpc::BadRequest::FieldViolation* v = bad_request.add_field_violations();
-    v->set_field(field);
-    v->set_description(description);
-    parts.push_back(absl::StrCat(field, ": ", description));
+    v->set_field(std::move(f));
+    v->set_description(std::move(d));
+  }
+  unlisted += static_cast<int64_t>(violations.size() - reported);
+  if (unlisted > 0) {
+    const std::string rest = absl::StrCat(unlisted, kUnlistedViolationsSuffix);
+    google::rpc::BadRequest::FieldViolation* v = bad_request.add_field_violations();
+    v->set_field("request");
+    v->set_description(rest);
+    parts.push_back(absl::StrCat("and ", rest));
   }
   absl::Status status = absl::InvalidArgumentError(absl::StrJoin(parts, "; "));
   status.SetPayload(kBadRequestTypeUrl, absl::Cord(bad_request.SerializeAsString()));
@@ -1070,6 +1113,18 @@ std::vector<std::pair<std::string, std::string>> FieldViolations(const absl::Sta
     }
   }
   return out;
+}
+
+int64_t UnlistedViolations(const absl::Status& status) {
+  const std::vector<std::pair<std::string, std::string>> violations = FieldViolations(status);
+  if (violations.empty() || violations.back().first != "request") return 0;
+  absl::string_view description = violations.back().second;
+  int64_t count = 0;
+  if (!absl::ConsumeSuffix(&description, kUnlistedViolationsSuffix) ||
+      !absl::SimpleAtoi(description, &count)) {
+    return 0;
+  }
+  return count;
 }
 
 std::string ErrorReason(const absl::Status& status) {

@@ -140,8 +140,18 @@ Progress FromProto(const v1::Progress& proto);
 
 // INVALID_ARGUMENT "<field>: <description>" carrying a google.rpc.BadRequest payload.
 absl::Status InvalidField(std::string_view field, std::string_view description);
-// INVALID_ARGUMENT for several violations at once (message lists them all).
+// INVALID_ARGUMENT for several violations at once. The reply is bounded whatever the request
+// (it travels in gRPC trailers, which peers cap at 8 KiB by default): at most
+// kMaxReportedViolations violations and kMaxReportedViolationBytes of field names and
+// descriptions, each field cut to kMaxViolationFieldBytes and each description to
+// kMaxViolationDescriptionBytes (at a UTF-8 boundary, marked "…"); when some are left out, a
+// last violation of field "request" says how many ("199980 more violations not listed"). The
+// message lists the violations reported, "field: description; ...".
 absl::Status InvalidFields(const std::vector<std::pair<std::string, std::string>>& violations);
+inline constexpr size_t kMaxReportedViolations = 20;
+inline constexpr size_t kMaxReportedViolationBytes = 2048;
+inline constexpr size_t kMaxViolationFieldBytes = 120;
+inline constexpr size_t kMaxViolationDescriptionBytes = 240;
 // Adds a google.rpc.ErrorInfo payload (reason such as "QUEUE_FULL", domain "gpsel").
 absl::Status WithErrorInfo(absl::Status status, std::string_view reason);
 

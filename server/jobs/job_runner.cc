@@ -479,7 +479,10 @@ void JobRunner::RunOne(const std::string& worker_id, const Job& job,
   }
   if (!published.ok()) {
     std::cerr << "gpsel-server: job " << job.id << " (" << outcome << "): " << published << "\n";
-    if (absl::IsAborted(published)) outcome = "lost_lease";
+    // Counted as what reached the store (issue 33: a result that could not be saved during a
+    // PostgreSQL outage was counted as succeeded, and again when the re-run was): the job
+    // stays RUNNING, is claimed again when its lease expires, and counted by that attempt.
+    outcome = absl::IsAborted(published) ? "lost_lease" : "not_stored";
   }
   running_.fetch_sub(1);
   if (metrics_) {

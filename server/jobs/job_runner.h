@@ -10,7 +10,9 @@
 // error is stored; a kind the registry does not know fails with UNIMPLEMENTED naming the known
 // kinds); cancelled (the executor stopped on a cancellation request: CANCELLED); released
 // (Stop(): the job goes back to QUEUED); lost_lease (another worker owns the job: nothing is
-// published). Tested by tests/server/jobs/job_runner_test.cc.
+// published); not_stored (the store refused the outcome, e.g. during an outage: the job stays
+// RUNNING, is claimed again after its lease and counted by that attempt). Tested by
+// tests/server/jobs/job_runner_test.cc and job_outcome_metrics_test.cc.
 //
 // Tasks: every job gets a JobTasks (server/jobs/job_kind.h) to split its work into tasks in the store.
 // Claim hands tasks out before jobs, so idle workers of every replica pick them up; the worker

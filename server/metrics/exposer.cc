@@ -102,9 +102,17 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   std::unique_ptr<MetricsExposer> exposer(new MetricsExposer());
   exposer->collectables_ = std::move(collectables);
   try {
-    // Two request threads: scrapes are rare and small.
-    exposer->exposer_ = std::make_unique<prometheus::Exposer>(address->civetweb,
-                                                                  /*num_threads=*/2);
+    // Civetweb gives each connection a request thread until its request has arrived, waiting
+    // `request_timeout_ms` (30 s by default) for it: with prometheus-cpp's 2 threads, two idle
+    // or half-open connections starved every scrape for 30 s (issue 33). So: a short wait for
+    // the request (a scrape's request is one small packet) and enough threads that a handful
+    // of idle clients leaves some free. Prometheus-cpp 1.0's option-list constructor passes
+    // these to civetweb 1.15 as they are.
+    exposer->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address->civetweb,
+        "num_threads", std::to_string(kMetricsRequestThreads),
+        "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs),
+        "enable_keep_alive", "no"});
     for (const auto& collectable : exposer->collectables_) {
       exposer->exposer_->RegisterCollectable(collectable);
     }

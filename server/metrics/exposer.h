@@ -29,6 +29,12 @@ class Exposer;
 
 namespace gpsel {
 
+// A connection whose request has not arrived within kMetricsRequestTimeoutMs is closed, and
+// kMetricsRequestThreads serve requests: idle or slow clients cannot starve the scrapes
+// (issue 33: two idle connections delayed every scrape by 30 s).
+inline constexpr int kMetricsRequestThreads = 16;
+inline constexpr int kMetricsRequestTimeoutMs = 2000;
+
 class MetricsExposer {
  public:
   // Listens on `listen` ("HOST:PORT", "[V6ADDR]:PORT", ":PORT" for every IPv4 address; HOST may

@@ -144,7 +144,7 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
                      .Register(*registry_)),
       rejections_(prometheus::BuildCounter()
                       .Name("gpsel_rpc_rejected_total")
-                      .Help("Requests refused before any work, by reason (queue_full, job_queue_full, store_full, draining, unauthenticated).")
+                      .Help("Requests refused, by reason (queue_full, job_queue_full, store_full, draining, unauthenticated, request_too_large, out_of_memory, idempotency_key_reused).")
                       .Register(*registry_)),
       pool_size_(prometheus::BuildGauge()
                      .Name("gpsel_worker_pool_threads")
@@ -167,7 +167,7 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
                         .Register(*registry_)),
       jobs_finished_(prometheus::BuildCounter()
                          .Name("gpsel_jobs_finished_total")
-                         .Help("Job attempts finished by this process, by kind and outcome (succeeded, failed, cancelled, lost_lease, released).")
+                         .Help("Job attempts finished by this process, by kind and outcome (succeeded, failed, cancelled: stored as such; lost_lease, released, not_stored: the job runs again).")
                          .Register(*registry_)),
       job_seconds_(prometheus::BuildHistogram()
                        .Name("gpsel_job_duration_seconds")
@@ -179,8 +179,8 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
                        .Register(*registry_)),
       store_healthy_(prometheus::BuildGauge()
                          .Name("gpsel_job_store_healthy")
-                         .Help("1 while the job store passes its health check (SQLite "
-                               "quick_check at start, a query every 5 s), else 0.")
+                         .Help("1 while the job store passes its health checks (a read and a write "
+                               "every 2 s, SQLite quick_check every 10 s), else 0.")
                          .Register(*registry_)
                          .Add({})) {
   prometheus::BuildGauge()
@@ -192,7 +192,8 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
   // Zero-valued series from the start, so dashboards and rate() see them before the first event.
   jobs_running_.Add({{"kind", "evidence"}});
   for (const char* reason :
-       {"queue_full", "job_queue_full", "store_full", "draining", "unauthenticated"}) {
+       {"queue_full", "job_queue_full", "store_full", "draining", "unauthenticated",
+        "request_too_large", "out_of_memory", "idempotency_key_reused"}) {
     rejections_.Add({{"reason", reason}});
   }
 }

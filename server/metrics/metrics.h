@@ -44,12 +44,14 @@ class ServiceMetrics {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
   InterceptorFactories();
 
-  // A request refused before any work: reason "queue_full", "job_queue_full", "draining",
-  // "unauthenticated".
+  // A request refused: reason "queue_full", "job_queue_full", "store_full", "draining",
+  // "unauthenticated" (before any work), "request_too_large" (over the memory budget),
+  // "out_of_memory" (an allocation failed), "idempotency_key_reused".
   void RecordRejection(std::string_view reason);
   void SetWorkerPool(int size, int queued, int busy);
   void JobStarted(std::string_view kind);
-  // outcome: "succeeded", "failed", "cancelled", "lost_lease", "released".
+  // outcome: "succeeded", "failed", "cancelled" (stored as such), "lost_lease", "released",
+  // "not_stored" (the store refused the outcome: the job is re-run, and counted, later).
   void JobFinished(std::string_view kind, std::string_view outcome, double seconds);
   // Jobs per state in the store (all replicas), refreshed periodically.
   void SetStoredJobs(const std::map<std::string, double>& count_by_state);

@@ -2,8 +2,10 @@
 // job runner and the service share.
 #include "gpsel/server/service/server.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "gpsel/server/jobs/search_job.h"
 #include "gpsel/server/metrics/core_metrics.h"
 #include "gpsel/server/metrics/process_collector.h"
+#include "gpsel/server/service/startup_checks.h"
 #include "grpc/health/v1/health.pb.h"
 
 #ifndef GPSEL_VERSION
@@ -31,14 +34,27 @@ namespace {
 constexpr char kServiceName[] = "gpsel.v1.ModelSelectionService";
 
 // Physical memory, or the cgroup's limit when a container has a smaller one (cgroup v2
-// memory.max, else v1 memory.limit_in_bytes).
+// memory.max, else v1 memory.limit_in_bytes), or the room left under the process's address-space
+// limit (RLIMIT_AS, `ulimit -v`) when that is smaller still: beyond it every allocation fails
+// whatever the machine has (issue 33: a 6.32 GB budget under a 4 GiB limit).
 int64_t MachineMemoryBytes() {
-  int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * page;
   for (const char* path : {"/sys/fs/cgroup/memory.max",
                            "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
     std::ifstream in(path);
     int64_t limit = 0;
     if (in >> limit && limit > 0 && limit < bytes) bytes = limit;  // "max" fails to parse
+  }
+  rlimit address_space{};
+  if (getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY) {
+    // What the process has mapped already (code, libraries, thread stacks) counts against it.
+    int64_t mapped_pages = 0;
+    std::ifstream statm("/proc/self/statm");
+    statm >> mapped_pages;
+    const int64_t room = std::max<int64_t>(
+        0, static_cast<int64_t>(address_space.rlim_cur) - mapped_pages * page);
+    bytes = std::min(bytes, room);
   }
   return bytes;
 }
@@ -77,6 +93,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
+// The security set-up (issue 33): refused before anything is opened or listens.
+absl::Status CheckSecuritySetUp(const ServerOptions& options) {
+  if (absl::Status s = CheckAuthToken(options.service.auth_token); !s.ok()) return s;
+  if (!options.tls_key_file.empty()) {
+    if (absl::Status s = CheckSecretFile(options.tls_key_file, "--tls-key"); !s.ok()) return s;
+  }
+  if (options.tls_cert_file.empty() && options.service.auth_token.empty() &&
+      !IsLoopbackListenAddress(options.listen)) {
+    const std::string problem = absl::StrCat(
+        "--listen ", options.listen,
+        ": plaintext gRPC without a token on an address other hosts can reach lets anyone "
+        "there run jobs; give --tls-cert/--tls-key or --auth-token-file, listen on 127.0.0.1, "
+        "or pass --allow-insecure-plaintext where the network is private");
+    if (!options.allow_insecure_plaintext) return absl::InvalidArgumentError(problem);
+    std::cerr << "gpsel-server: WARNING: INSECURE: " << problem << "\n";
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ServerOptions::Validate() const {
@@ -86,6 +121,11 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError("--job-lease: must be at least 1 second");
   }
   if (max_job_attempts < 1) return absl::InvalidArgumentError("--max-job-attempts: must be >= 1");
+  if (store_health_interval < absl::Milliseconds(100) ||
+      store_integrity_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError(
+        "--store-health-interval, --store-integrity-interval: must be at least 0.1 seconds");
+  }
   return service.limits.Validate();
 }
 
@@ -96,6 +136,7 @@ int64_t AutomaticRequestBudget(int rpc_workers, int job_workers) {
 
 absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions options) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
+  if (absl::Status s = CheckSecuritySetUp(options); !s.ok()) return s;
   const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int workers = options.rpc_workers > 0 ? options.rpc_workers : hardware;
   ServiceLimits& limits = options.service.limits;
@@ -149,7 +190,12 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(options.service.limits.max_message_bytes);
   builder.SetMaxSendMessageSize(options.service.limits.max_message_bytes);
-  builder.experimental().SetInterceptorCreators(server->metrics_->InterceptorFactories());
+  auto interceptors = server->metrics_->InterceptorFactories();
+  // Reflection is gRPC's service: its calls get the token check here (startup_checks.h).
+  if (auto reflection_auth = ReflectionAuthInterceptorFactory(options.service.auth_token)) {
+    interceptors.push_back(std::move(reflection_auth));
+  }
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
@@ -175,7 +221,8 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   server->refresher_ = std::thread([s = server.get()] {
     std::unique_lock<std::mutex> lock(s->mutex_);
     while (!s->shutting_down_) {
-      s->state_changed_.wait_for(lock, std::chrono::seconds(5));
+      s->state_changed_.wait_for(
+          lock, absl::ToChronoMilliseconds(s->options_.store_health_interval));
       if (s->shutting_down_) break;
       lock.unlock();
       s->CheckStoreHealth();
@@ -187,10 +234,17 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
 }
 
 void GpselServer::CheckStoreHealth() {
-  // A healthy store gets the cheap check; a failing (or not yet checked) one the integrity
-  // check, until it passes.
-  const absl::Status status =
-      store_->CheckHealth(store_healthy_ ? StoreCheck::kConnection : StoreCheck::kIntegrity);
+  // A healthy store gets the cheap read, and the integrity check when it is due; a failing (or
+  // not yet checked) one the integrity check, until it passes. Then the write probe: a full
+  // disk or a read-only database passes every read (issue 33: the worker could not claim jobs
+  // while health said SERVING).
+  const absl::Time now = absl::Now();
+  const bool integrity = !store_healthy_ ||
+                         now - last_integrity_check_ >= options_.store_integrity_interval;
+  if (integrity) last_integrity_check_ = now;
+  absl::Status status =
+      store_->CheckHealth(integrity ? StoreCheck::kIntegrity : StoreCheck::kConnection);
+  if (status.ok()) status = store_->CheckHealth(StoreCheck::kWrite);
   const bool healthy = status.ok();
   if (!healthy) {
     std::cerr << "gpsel-server: job store unhealthy, health NOT_SERVING: " << status << "\n";

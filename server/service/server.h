@@ -41,6 +41,17 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  // Plaintext without a token on an address other hosts reach (0.0.0.0, a routable address) is
+  // refused at start unless this says the network is private (--allow-insecure-plaintext); it
+  // is then a loud warning. (A short or blank token and a TLS key readable by every user are
+  // always refused: service/startup_checks.h.)
+  bool allow_insecure_plaintext = false;
+  // Store health (README "Store health"): every store_health_interval a cheap read and a write
+  // probe (a full disk shows there first), every store_integrity_interval — and every time
+  // while the store is unhealthy — the integrity check (SQLite PRAGMA quick_check) instead of
+  // the cheap read. Health is NOT_SERVING while a check fails. At least 100 ms each.
+  absl::Duration store_health_interval = absl::Seconds(2);
+  absl::Duration store_integrity_interval = absl::Seconds(10);
   // Shutdown: how long running calls may finish before they are cancelled.
   absl::Duration shutdown_grace = absl::Seconds(10);
   absl::Status Validate() const;
@@ -71,7 +82,8 @@ class GpselServer {
   GpselServer() = default;
   void RefreshStoredJobMetrics();
   // Checks the job store (JobStore::CheckHealth) and sets the gRPC health status from it:
-  // NOT_SERVING while it fails. Called at start and every 5 s by the refresher thread.
+  // NOT_SERVING while it fails. Called at start and every store_health_interval by the
+  // refresher thread.
   void CheckStoreHealth();
 
   ServerOptions options_;
@@ -90,6 +102,7 @@ class GpselServer {
   // Written by Start and then only by the refresher thread.
   bool store_healthy_ = false;
   bool store_checked_ = false;
+  absl::Time last_integrity_check_ = absl::InfinitePast();
   bool shut_down_ = false;
   std::thread refresher_;
 };

@@ -15,6 +15,7 @@
 #include "gpsel/core/linalg.h"
 #include "gpsel/core/memory_estimate.h"
 #include "gpsel/server/service/server.h"
+#include "gpsel/server/service/startup_checks.h"
 #include "gpsel/server/store/job_store.h"
 
 namespace {
@@ -115,6 +116,17 @@ int main(int argc, char** argv) {
   app.add_option("--auth-token-file", auth_token_file,
                  "file whose first line is the bearer token clients must send "
                  "(or set GPSEL_AUTH_TOKEN); the health service stays open");
+  app.add_flag("--allow-insecure-plaintext", options.allow_insecure_plaintext,
+               "serve plaintext gRPC without a token on an address other hosts reach (only on a "
+               "private network; refused otherwise)");
+  double store_health_seconds = absl::ToDoubleSeconds(options.store_health_interval);
+  double store_integrity_seconds = absl::ToDoubleSeconds(options.store_integrity_interval);
+  app.add_option("--store-health-interval", store_health_seconds,
+                 "seconds between the job store's cheap health checks (a read and a write)")
+      ->capture_default_str();
+  app.add_option("--store-integrity-interval", store_integrity_seconds,
+                 "seconds between the job store's integrity checks (SQLite PRAGMA quick_check)")
+      ->capture_default_str();
   app.add_option("--shutdown-grace", grace_seconds,
                  "seconds running calls may take to finish on SIGTERM")
       ->capture_default_str();
@@ -124,8 +136,15 @@ int main(int argc, char** argv) {
 
   options.jobs.lease = absl::Seconds(job_lease_seconds);
   options.shutdown_grace = absl::Seconds(grace_seconds);
+  options.store_health_interval = absl::Seconds(store_health_seconds);
+  options.store_integrity_interval = absl::Seconds(store_integrity_seconds);
   options.service.watch_poll_interval = absl::Milliseconds(watch_poll_ms);
   if (!auth_token_file.empty()) {
+    // A token every user of the machine can read is no secret (issue 33).
+    if (absl::Status s = gpsel::CheckSecretFile(auth_token_file, "--auth-token-file"); !s.ok()) {
+      std::cerr << "gpsel-server: " << s.message() << "\n";
+      return 2;
+    }
     options.service.auth_token = TrimmedFileContents(auth_token_file);
     if (options.service.auth_token.empty()) {
       std::cerr << "gpsel-server: --auth-token-file: '" << auth_token_file << "' is empty\n";

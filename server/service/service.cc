@@ -1,9 +1,11 @@
 // ModelSelectionServiceImpl; see service.h.
 #include "gpsel/server/service/service.h"
+#include "gpsel/server/service/startup_checks.h"
 
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <iostream>
 #include <new>
 #include <mutex>
 #include <optional>
@@ -14,10 +16,12 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
 #include "gpsel/proto/bridge/convert.h"
+#include "gpsel/proto/bridge/unlisted_violations.h"
 #include "gpsel/server/jobs/evidence_job.h"
 #include "gpsel/server/jobs/score_job.h"
 #include "gpsel/server/jobs/search_job.h"
@@ -54,6 +58,41 @@ absl::Status RunGuardingMemory(const std::function<absl::Status()>& work) {
   }
 }
 
+// A job store failure as the client sees it: its code and what failed, never the database's
+// own text — SQL, file paths, connection details (issue 33: DATA_LOSS replies showed the SQL
+// statement) — which goes to the server's log instead. gpsel's own messages (unknown job, full
+// queue, reused key, bad page token, lost lease) pass unchanged, and so do payloads (the
+// STORE_FULL mark).
+absl::Status StoreErrorForClient(const absl::Status& status, std::string_view operation) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+      return status;
+    case absl::StatusCode::kResourceExhausted:
+      if (!IsStoreFull(status)) return status;  // "job queue full: ..."
+      break;
+    default:
+      break;
+  }
+  std::cerr << "gpsel-server: job store: " << operation << ": " << status << "\n";
+  absl::Status out(
+      status.code(),
+      IsStoreFull(status)
+          ? absl::StrCat("the job store's disk is full, so it could not ", std::string(operation),
+                         ": nothing was written; retry once an operator has freed space")
+          : absl::StrCat("the job store could not ", std::string(operation), " (",
+                         absl::StatusCodeToString(status.code()),
+                         "); the server's log has the details"));
+  status.ForEachPayload([&out](absl::string_view type_url, const absl::Cord& payload) {
+    out.SetPayload(type_url, payload);
+  });
+  return out;
+}
+
 // A core INVALID_ARGUMENT that the validator did not anticipate still names a field.
 absl::Status AttachField(absl::Status status, const std::string& field) {
   if (absl::IsInvalidArgument(status) && bridge::FieldViolations(status).empty()) {
@@ -67,19 +106,41 @@ absl::Status AttachField(absl::Status status, const std::string& field) {
 absl::Status PrefixFields(const absl::Status& status, const std::string& prefix) {
   std::vector<std::pair<std::string, std::string>> violations = bridge::FieldViolations(status);
   if (!absl::IsInvalidArgument(status) || violations.empty()) return status;
+  const int64_t unlisted = bridge::UnlistedViolations(status);
+  if (unlisted > 0) violations.pop_back();  // the count, passed on
   for (auto& [field, description] : violations) field = prefix + field;
-  return bridge::InvalidFields(violations);
+  return bridge::InvalidFieldsWithUnlisted(violations, unlisted);
+}
+
+// Refusals decided after admission — the memory budget, an allocation failure, a reused
+// idempotency key — counted in gpsel_rpc_rejected_total by their ErrorInfo reason, as the
+// admission refusals are where they happen (issue 33: these were not counted).
+void CountLateRefusal(ServiceMetrics* metrics, const absl::Status& status) {
+  if (metrics == nullptr || status.ok()) return;
+  const std::string reason = bridge::ErrorReason(status);
+  if (reason == "REQUEST_TOO_LARGE") {
+    metrics->RecordRejection("request_too_large");
+  } else if (reason == "OUT_OF_MEMORY") {
+    metrics->RecordRejection("out_of_memory");
+  } else if (reason == "IDEMPOTENCY_KEY_REUSED") {
+    metrics->RecordRejection("idempotency_key_reused");
+  }
 }
 
 // A unary call whose work runs on the worker pool: remembers cancellation for the numerics.
 class CpuUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
+  explicit CpuUnaryReactor(ServiceMetrics* metrics) : metrics_(metrics) {}
   void OnCancel() override { cancelled_.store(true); }
   void OnDone() override { delete this; }
-  void FinishWith(const absl::Status& status) { Finish(bridge::ToGrpcStatus(status)); }
+  void FinishWith(const absl::Status& status) {
+    CountLateRefusal(metrics_, status);
+    Finish(bridge::ToGrpcStatus(status));
+  }
   const std::atomic<bool>* cancelled() const { return &cancelled_; }
 
  private:
+  ServiceMetrics* const metrics_;
   std::atomic<bool> cancelled_{false};
 };
 
@@ -87,6 +148,7 @@ class CpuUnaryReactor final : public grpc::ServerUnaryReactor {
 // progress waits while a write is in flight, so memory stays bounded) and then the final event.
 class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> {
  public:
+  explicit SearchReactor(ServiceMetrics* metrics) : metrics_(metrics) {}
   void OnCancel() override {
     cancelled_.store(true);
   }
@@ -143,11 +205,13 @@ class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> 
     }
     if (worker_done_) {
       finished_ = true;
+      if (!write_failed_) CountLateRefusal(metrics_, final_status_);
       Finish(write_failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream broken")
                            : bridge::ToGrpcStatus(final_status_));
     }
   }
 
+  ServiceMetrics* const metrics_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
   bool writing_ = false;
@@ -318,26 +382,12 @@ void ModelSelectionServiceImpl::StartDraining() {
 
 absl::Status ModelSelectionServiceImpl::Admit(grpc::CallbackServerContext* context) {
   if (!options_.auth_token.empty()) {
-    const std::string& expected = options_.auth_token;
-    bool authorized = false;
+    std::vector<std::string> given;
     auto range = context->client_metadata().equal_range("authorization");
     for (auto it = range.first; it != range.second; ++it) {
-      const std::string given(it->second.data(), it->second.size());
-      // "<scheme> <token>": the scheme is case-insensitive (RFC 7235 §2.1), the token is not.
-      const size_t space = given.find(' ');
-      if (space == std::string::npos ||
-          absl::AsciiStrToLower(given.substr(0, space)) != "bearer") {
-        continue;
-      }
-      const size_t start = given.find_first_not_of(' ', space);
-      const std::string token = start == std::string::npos ? "" : given.substr(start);
-      // Compare every byte whatever the mismatch position (no timing hint about the token).
-      if (token.size() == expected.size()) {
-        unsigned char diff = 0;
-        for (size_t i = 0; i < token.size(); ++i) diff |= token[i] ^ expected[i];
-        authorized = authorized || diff == 0;
-      }
+      given.emplace_back(it->second.data(), it->second.size());
     }
+    const bool authorized = BearerTokenMatches(given, options_.auth_token);
     if (!authorized) {
       if (metrics_) metrics_->RecordRejection("unauthenticated");
       return absl::UnauthenticatedError(
@@ -374,7 +424,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ServeCpuUnary(
     grpc::CallbackServerContext* context, const std::function<absl::StatusOr<Valid>()>& validate,
     Response* response,
     std::function<absl::Status(const Valid&, const ProgressCallback& cancel, Response*)> work) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -424,7 +474,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerC
 
 grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
     grpc::CallbackServerContext* context, const v1::SearchRequest* request) {
-  auto* reactor = new SearchReactor();
+  auto* reactor = new SearchReactor(metrics_);
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->PushFinal(std::nullopt, s);
     return reactor;
@@ -483,7 +533,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServe
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
     grpc::CallbackServerContext* context, const v1::SubmitEvidenceRequest* request,
     v1::SubmitEvidenceResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   absl::Status status = Admit(context);
   absl::StatusOr<ValidEvidence> valid =
       status.ok() ? ValidateEvidenceRequest(*request, options_.limits) : status;
@@ -501,7 +551,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
     grpc::CallbackServerContext* context, const v1::SubmitSearchRequest* request,
     v1::SubmitSearchResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   // Validated now, so that a bad request is refused at once rather than failing as a job; the
   // job validates again when it runs (the limits may have changed by then).
   absl::Status status = Admit(context);
@@ -513,7 +563,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitScore(
     grpc::CallbackServerContext* context, const v1::SubmitScoreRequest* request,
     v1::SubmitScoreResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   absl::Status status = Admit(context);
   if (status.ok()) status = ValidateScoreRequest(request->score(), options_.limits).status();
   reactor->FinishWith(SubmitJob(kScoreJobKind, status, "score.", *request, response));
@@ -544,7 +594,7 @@ absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
   absl::StatusOr<SubmitResult> submitted = store_->Submit(
       std::string(kind), stored.SerializeAsString(), request_id, options_.max_queued_jobs);
   if (!submitted.ok()) {
-    absl::Status error = submitted.status();
+    absl::Status error = StoreErrorForClient(submitted.status(), "store the job");
     if (IsStoreFull(error)) {
       // Not a full queue: nothing was written, and retrying will not help until an operator
       // frees space.
@@ -553,13 +603,19 @@ absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
     } else if (absl::IsResourceExhausted(error)) {
       if (metrics_) metrics_->RecordRejection("job_queue_full");
       error = bridge::WithErrorInfo(error, "JOB_QUEUE_FULL");
+    } else if (IsIdempotencyKeyReused(error)) {
+      // The key names a job of another kind (one key, one job: server/store/job_store.h Submit).
+      error = bridge::WithErrorInfo(
+          absl::AlreadyExistsError(absl::StrCat(
+              "request_id: ", error.message(), "; use a new request_id for a new request")),
+          "IDEMPOTENCY_KEY_REUSED");
     }
     return error;
   }
   if (!submitted->created) {
     // The same key with a different request is a conflict, not a retry (AIP-155): say so
-    // instead of returning the other request's job as if it were this one's. (Keys are per
-    // kind of job, server/store/job_store.h Submit: a search and a score may share one.)
+    // instead of returning the other request's job as if it were this one's. (A key used for
+    // another kind of job is refused by the store itself, above.)
     std::unique_ptr<google::protobuf::Message> earlier(stored.New());
     if (!earlier->ParseFromString(submitted->job.request) ||
         !google::protobuf::util::MessageDifferencer::Equals(*earlier, stored)) {
@@ -579,7 +635,7 @@ absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                             const v1::GetJobRequest* request,
                                                             v1::GetJobResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   absl::Status status = Admit(context);
   absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
   if (!id.ok()) {
@@ -594,6 +650,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServer
 
 absl::StatusOr<Job> ModelSelectionServiceImpl::GetApiJob(const std::string& id) {
   absl::StatusOr<Job> job = store_->GetJob(id);
+  if (!job.ok()) return StoreErrorForClient(job.status(), "read the job");
   // A task is a part of its job (an evidence run, a search candidate), run and cancelled with
   // it; ListJobs does not show tasks, and neither do the calls that take a job's name.
   if (job.ok() && job->is_task()) {
@@ -628,7 +685,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::Watch
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
     grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
     v1::CancelJobResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   absl::Status status = Admit(context);
   absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
   if (!id.ok()) {
@@ -636,7 +693,10 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
     return reactor;
   }
   absl::StatusOr<Job> job = GetApiJob(*id);
-  if (job.ok()) job = store_->RequestCancel(*id);
+  if (job.ok()) {
+    job = store_->RequestCancel(*id);
+    if (!job.ok()) job = StoreErrorForClient(job.status(), "cancel the job");
+  }
   if (job.ok()) JobToProto(*job, kinds_.get(), response->mutable_job());
   reactor->FinishWith(job.status());
   return reactor;
@@ -645,7 +705,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
     grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
     v1::ListJobsResponse* response) {
-  auto* reactor = new CpuUnaryReactor();
+  auto* reactor = new CpuUnaryReactor(metrics_);
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -665,7 +725,8 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
   list.state = FromProto(request->state());
   absl::StatusOr<ListJobsResponse> page = store_->ListJobs(list);
   if (!page.ok()) {
-    reactor->FinishWith(AttachField(page.status(), "page_token"));
+    reactor->FinishWith(
+        AttachField(StoreErrorForClient(page.status(), "list the jobs"), "page_token"));
     return reactor;
   }
   for (const Job& job : page->jobs) JobToProto(job, kinds_.get(), response->add_jobs());

@@ -158,6 +158,9 @@ struct JobStoreOptions {
 enum class StoreCheck {
   kConnection,  // cheap, for every few seconds: the store answers and its jobs table reads
   kIntegrity,   // at start, and while unhealthy: SQLite reads every page (PRAGMA quick_check)
+  // A small write transaction (one probe row, rewritten): notices what reads do not — a full
+  // disk, a read-only file or database. RESOURCE_EXHAUSTED (IsStoreFull) for a full disk.
+  kWrite,
 };
 
 // Counts per state; every state is present (possibly 0).

@@ -69,6 +69,11 @@ CREATE INDEX IF NOT EXISTS gpsel_jobs_active ON gpsel_jobs (seq)
 -- Submit looks a key up without its kind (one key names one job); see job_store_sqlite.cc.
 CREATE INDEX IF NOT EXISTS gpsel_jobs_by_key ON gpsel_jobs (idempotency_key)
   WHERE idempotency_key IS NOT NULL;
+-- One row per database that CheckHealth(kWrite) rewrites (a write, as Claim's are).
+CREATE TABLE IF NOT EXISTS gpsel_health_probe (
+  id integer PRIMARY KEY,
+  written timestamptz NOT NULL
+);
 )sql";
 
 // Version 2: the task columns; see job_store_sqlite.cc.
@@ -681,6 +686,13 @@ class PostgresJobStore final : public JobStore {
     // A connection from the pool and a query on the jobs table; PostgreSQL checks its own pages
     // (a corrupt one surfaces as SQLSTATE class XX, DATA_LOSS). The integrity check reads the
     // whole table rather than counting from statistics.
+    if (depth == StoreCheck::kWrite) {
+      return InTransaction("health write probe", [&](pqxx::work& txn) -> absl::Status {
+        txn.exec("INSERT INTO gpsel_health_probe (id, written) VALUES (1, now()) "
+                 "ON CONFLICT (id) DO UPDATE SET written = excluded.written");
+        return absl::OkStatus();
+      });
+    }
     const char* sql = depth == StoreCheck::kIntegrity
                           ? "SELECT count(*) FROM gpsel_jobs WHERE request IS NOT NULL"
                           : "SELECT 1 FROM gpsel_jobs LIMIT 1";

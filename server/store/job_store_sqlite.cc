@@ -67,6 +67,12 @@ CREATE INDEX IF NOT EXISTS gpsel_jobs_active ON gpsel_jobs (seq)
 -- older gpsel does not know harms nothing, so it needs no schema version.
 CREATE INDEX IF NOT EXISTS gpsel_jobs_by_key ON gpsel_jobs (idempotency_key)
   WHERE idempotency_key IS NOT NULL;
+-- One row that CheckHealth(kWrite) rewrites: a write that needs disk space, as Claim's do.
+CREATE TABLE IF NOT EXISTS gpsel_health_probe (
+  id INTEGER PRIMARY KEY,
+  written_us INTEGER NOT NULL,
+  padding BLOB
+);
 )sql";
 
 // Version 2: the task columns (server/store/job_store.h "Tasks"). A task has a parent_id; the unique
@@ -197,6 +203,10 @@ constexpr char kCountByState[] =
 constexpr char kCheckJobsTable[] = "SELECT count(typeof(request)) FROM gpsel_jobs";
 // At most 3 problems are reported; quick_check skips index-content checks, O(pages).
 constexpr char kQuickCheck[] = "PRAGMA quick_check(3)";
+// The write probe: a page's worth of bytes, so that it needs room in the WAL as a job does.
+constexpr char kWriteProbe[] =
+    "INSERT INTO gpsel_health_probe (id, written_us, padding) VALUES (1, ?1, zeroblob(4000)) "
+    "ON CONFLICT (id) DO UPDATE SET written_us = excluded.written_us, padding = excluded.padding";
 // Tasks go with their job (first, while the job still names them), never before it: a running
 // job needs its finished tasks' results.
 #define GPSEL_PURGEABLE_JOBS                                                                \
@@ -710,6 +720,14 @@ class SqliteJobStore final : public JobStore {
 
   absl::Status CheckHealth(StoreCheck depth) override {
     absl::MutexLock lock(&mu_);
+    if (depth == StoreCheck::kWrite) {
+      return InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+        absl::StatusOr<Statement> st = Prepare(kWriteProbe);
+        if (!st.ok()) return st.status();
+        st->BindInt64(1, NowMicros());
+        return st->Run();
+      });
+    }
     if (depth == StoreCheck::kConnection) {
       // Reads every row of the jobs table (its B-tree pages): a corrupt page there fails.
       absl::StatusOr<Statement> st = Prepare(kCheckJobsTable);
@@ -717,6 +735,9 @@ class SqliteJobStore final : public JobStore {
       absl::StatusOr<bool> row = st->Step();
       return row.ok() ? absl::OkStatus() : row.status();
     }
+    // Drop this connection's cached pages first: pages overwritten under a running server
+    // (issue 33) must be read from the file, not from memory.
+    sqlite3_db_release_memory(db_);
     absl::StatusOr<Statement> st = Prepare(kQuickCheck);
     if (!st.ok()) return st.status();
     std::vector<std::string> problems;

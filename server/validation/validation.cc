@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/score.h"
+#include "gpsel/proto/bridge/unlisted_violations.h"
 
 namespace gpsel {
 namespace {
@@ -21,15 +22,21 @@ class Violations {
   void Add(std::string field, std::string description) {
     list_.emplace_back(std::move(field), std::move(description));
   }
-  // Adds the field violations a bridge parser reported (nothing for OK).
+  // Adds the field violations a bridge parser reported (nothing for OK), with the count of
+  // those it left out (bridge::InvalidFields bounds what one status lists).
   void AddAll(const absl::Status& status) {
-    for (auto& violation : bridge::FieldViolations(status)) list_.push_back(std::move(violation));
+    std::vector<std::pair<std::string, std::string>> violations = bridge::FieldViolations(status);
+    const int64_t unlisted = bridge::UnlistedViolations(status);
+    if (unlisted > 0) violations.pop_back();
+    unlisted_ += unlisted;
+    for (auto& violation : violations) list_.push_back(std::move(violation));
   }
   bool empty() const { return list_.empty(); }
-  absl::Status ToStatus() const { return bridge::InvalidFields(list_); }
+  absl::Status ToStatus() const { return bridge::InvalidFieldsWithUnlisted(list_, unlisted_); }
 
  private:
   std::vector<std::pair<std::string, std::string>> list_;
+  int64_t unlisted_ = 0;
 };
 
 const char* NonFiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
@@ -195,6 +202,51 @@ int MaxRequestThreads(const ServiceLimits& limits) {
              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+// The early refusal of oversize repeated fields (validation.h kMaxMetricsPerRequest, ...):
+// sizes only, so it costs microseconds whatever the request holds.
+class SizeChecks {
+ public:
+  // `field` holds `count` entries, at most `limit`.
+  void Count(const std::string& field, int64_t count, int64_t limit) {
+    if (count > limit) {
+      v_.Add(field, absl::StrCat("has ", count, " entries, more than the limit of ", limit));
+    }
+  }
+  // Each entry of a repeated string field at most `limit` bytes.
+  void EntryBytes(const std::string& field,
+                  const google::protobuf::RepeatedPtrField<std::string>& entries, size_t limit) {
+    for (int i = 0; i < entries.size(); ++i) {
+      if (entries[i].size() > limit) {
+        v_.Add(absl::StrCat(field, "[", i, "]"),
+               absl::StrCat("is ", entries[i].size(), " bytes long, more than the limit of ",
+                            limit));
+        return;  // one is enough to refuse
+      }
+    }
+  }
+  // A map with string keys: entries and key lengths.
+  template <typename Map>
+  void ParameterMap(const std::string& field, const Map& map) {
+    Count(field, map.size(), kMaxParameterEntries);
+    if (static_cast<int64_t>(map.size()) > kMaxParameterEntries) return;
+    for (const auto& entry : map) {
+      if (entry.first.size() > kMaxParameterNameBytes) {
+        v_.Add(field, absl::StrCat("has a parameter name of ", entry.first.size(),
+                                   " bytes, more than the limit of ", kMaxParameterNameBytes));
+        return;
+      }
+    }
+  }
+  void Fit(const std::string& field, const v1::FitOptions& fit) {
+    ParameterMap(field + ".prior_overrides", fit.prior_overrides());
+    ParameterMap(field + ".fixed_values", fit.fixed_values());
+  }
+  absl::Status ToStatus() const { return v_.empty() ? absl::OkStatus() : v_.ToStatus(); }
+
+ private:
+  Violations v_;
+};
+
 }  // namespace
 
 ServiceLimits ServiceLimitCeilings() {
@@ -271,6 +323,16 @@ absl::Status CheckMemoryBudget(const MemoryEstimate& estimate, const ServiceLimi
 
 absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
                                                 const ServiceLimits& limits) {
+  {
+    SizeChecks sizes;
+    sizes.Count("kernels", request.kernels_size(), limits.max_kernels_per_request);
+    sizes.Count("nested_parents", request.nested_parents_size(), limits.max_kernels_per_request);
+    sizes.Count("metrics", request.metrics_size(), kMaxMetricsPerRequest);
+    sizes.EntryBytes("metrics", request.metrics(), kMaxListEntryBytes);
+    sizes.Count("laplace_r", request.laplace_r_size(), kMaxLaplaceRValues);
+    sizes.Fit("fit", request.fit());
+    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
+  }
   Violations v;
   std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
   const int d = data ? data->num_dims() : 0;
@@ -323,6 +385,15 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
 
 absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& request,
                                                   const ServiceLimits& limits) {
+  {
+    SizeChecks sizes;
+    sizes.Count("base_kernels", request.base_kernels_size(), kMaxSearchBaseKernels);
+    sizes.EntryBytes("base_kernels", request.base_kernels(), kMaxListEntryBytes);
+    sizes.Count("metrics", request.metrics_size(), kMaxMetricsPerRequest);
+    sizes.EntryBytes("metrics", request.metrics(), kMaxListEntryBytes);
+    sizes.Fit("fit", request.fit());
+    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
+  }
   Violations v;
   std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
   const int d = data ? data->num_dims() : 0;
@@ -371,6 +442,12 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
 
 absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& request,
                                                     const ServiceLimits& limits) {
+  {
+    SizeChecks sizes;
+    sizes.ParameterMap("hyperparameters", request.hyperparameters());
+    sizes.Fit("fit", request.fit());
+    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
+  }
   Violations v;
   std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
   const int d = data ? data->num_dims() : 0;
@@ -458,6 +535,11 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
 
 absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRequest& request,
                                                       const ServiceLimits& limits) {
+  {
+    SizeChecks sizes;
+    sizes.Fit("options.fit", request.options().fit());
+    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
+  }
   Violations v;
   std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
   const int d = data ? data->num_dims() : 0;

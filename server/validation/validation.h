@@ -58,6 +58,18 @@ struct ServiceLimits {
   absl::Status Validate() const;
 };
 
+// Caps on repeated fields and map keys that no real request comes near (README "Limits and
+// memory"). A request over one is refused at once with INVALID_ARGUMENT naming the field and
+// its size, before any element is parsed, so that a hostile list costs neither time nor a
+// violation per element.
+inline constexpr int kMaxMetricsPerRequest = 32;        // ScoreRequest/SearchRequest.metrics
+inline constexpr int kMaxLaplaceRValues = 64;           // ScoreRequest.laplace_r
+inline constexpr int kMaxSearchBaseKernels = 256;       // SearchRequest.base_kernels
+// Entries of fit.prior_overrides, fit.fixed_values, PredictRequest.hyperparameters.
+inline constexpr int kMaxParameterEntries = 256;
+inline constexpr size_t kMaxParameterNameBytes = 128;   // the keys of those maps
+inline constexpr size_t kMaxListEntryBytes = 4096;      // one entry of metrics / base_kernels
+
 // The hard ceilings of ServiceLimits (README "Limits and memory").
 ServiceLimits ServiceLimitCeilings();
 

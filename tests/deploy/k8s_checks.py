@@ -120,7 +120,7 @@ for scaled in of_kind("ScaledObject"):
     triggers = [t for t in scaled["spec"]["triggers"] if t["type"] == "postgresql"]
     check(len(triggers) == 1, "one postgresql trigger")
     query = triggers[0]["metadata"]["query"]
-    store_source = open("store/job_store_postgres.cc").read()
+    store_source = open("server/store/job_store_postgres.cc").read()
     table = re.search(r"FROM (\w+)", query).group(1)
     check(f"CREATE TABLE IF NOT EXISTS {table} (" in store_source and "state" in query,
           f"the trigger counts rows of {table}, the store's job table")

@@ -171,7 +171,7 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(result.method, "nested")
         self.assertEqual(result.num_points, 10)
         # The paper's example, y as given: log Z of SE is -8.032 by importance sampling
-        # (tests/cli/cli_test.cc EvidenceMethods); nested sampling agrees within its error.
+        # (tests/client/cli/cli_test.cc EvidenceMethods); nested sampling agrees within its error.
         self.assertTrue(np.isfinite(result.log_evidence))
         self.assertLess(abs(result.log_evidence - (-8.032)),
                         max(0.3, 4 * result.log_evidence_error))

@@ -11,6 +11,7 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -576,6 +577,54 @@ TEST(ServiceLimitsTest, RequestsOverTheMemoryBudgetAreResourceExhausted) {
   request.add_kernels("NOPE");
   EXPECT_EQ(ValidateScoreRequest(request, limits).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Issue 33 item 1: error details are bounded whatever the number and size of the violations.
+TEST(InvalidFieldsTest, ViolationsAreCappedCutAtCharacterBoundariesAndCounted) {
+  std::vector<std::pair<std::string, std::string>> many;
+  for (int i = 0; i < 200000; ++i) {
+    many.emplace_back(absl::StrCat("metrics[", i, "]"), "unknown metric 'zz'");
+  }
+  const absl::Status status = bridge::InvalidFields(many);
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  const auto violations = bridge::FieldViolations(status);
+  ASSERT_EQ(violations.size(), bridge::kMaxReportedViolations + 1);
+  EXPECT_EQ(violations[0].first, "metrics[0]");
+  EXPECT_EQ(violations.back(), std::make_pair(std::string("request"),
+                                              std::string("199980 more violations not listed")));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("and 199980 more violations not listed"));
+  EXPECT_LT(status.message().size(), 1500u);
+
+  // Long values are cut at a UTF-8 boundary ("€" is 3 bytes) and marked; the byte budget stops
+  // the list before 20 such violations.
+  const std::string euros = [] {
+    std::string s;
+    for (int i = 0; i < 5000; ++i) s += "\u20ac";
+    return s;
+  }();
+  const absl::Status cut = bridge::InvalidFields(
+      std::vector<std::pair<std::string, std::string>>(30, {"fit.prior_overrides[" + euros + "]",
+                                                            "unknown parameter '" + euros + "'"}));
+  const auto cut_violations = bridge::FieldViolations(cut);
+  ASSERT_GE(cut_violations.size(), 2u);
+  size_t bytes = 0;
+  for (size_t i = 0; i + 1 < cut_violations.size(); ++i) {
+    const auto& [field, description] = cut_violations[i];
+    EXPECT_LE(field.size(), bridge::kMaxViolationFieldBytes);
+    EXPECT_LE(description.size(), bridge::kMaxViolationDescriptionBytes);
+    EXPECT_TRUE(absl::EndsWith(field, "\u2026")) << field;
+    EXPECT_TRUE(absl::EndsWith(description, "\u2026")) << description;
+    // Whole characters only: what precedes the mark is a run of complete euro signs.
+    EXPECT_EQ((field.size() - std::string("fit.prior_overrides[").size() - 3) % 3, 0u) << field;
+    bytes += field.size() + description.size();
+  }
+  EXPECT_LE(bytes, bridge::kMaxReportedViolationBytes);
+  EXPECT_LT(cut_violations.size() - 1, 30u);
+  EXPECT_EQ(cut_violations.back().first, "request");
+  // Few, short violations are kept whole, with no count.
+  const absl::Status few = bridge::InvalidFields({{"dataset.y", "is empty"}, {"kernels", "x"}});
+  EXPECT_EQ(bridge::FieldViolations(few).size(), 2u);
+  EXPECT_EQ(few.message(), "dataset.y: is empty; kernels: x");
 }
 
 }  // namespace

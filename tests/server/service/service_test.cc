@@ -448,8 +448,8 @@ TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
   EXPECT_TRUE(submitted->created());
   EXPECT_EQ(submitted->job().kind(), "search");
   const std::string name = submitted->job().name();
-  // The same key with another search is a conflict; keys are per kind of job, so a score job
-  // may use it too and gets its own job.
+  // The same key with another search is a conflict, and so is the same key on another kind of
+  // job (one key names one job: issue 33 item 2).
   v1::SubmitSearchRequest different = request;
   different.mutable_search()->set_max_depth(1);
   EXPECT_EQ(client->SubmitSearch(different).status().code(), absl::StatusCode::kAlreadyExists);
@@ -460,10 +460,11 @@ TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
   v1::SubmitScoreRequest other_kind;
   *other_kind.mutable_score() = bridge::ScoreRequestOf(data, {*ParseKernel("SE")}, ScoreOptions());
   other_kind.set_request_id("search-job-1");
-  absl::StatusOr<v1::SubmitScoreResponse> score_job = client->SubmitScore(other_kind);
-  ASSERT_TRUE(score_job.ok()) << score_job.status();
-  EXPECT_TRUE(score_job->created());
-  EXPECT_NE(score_job->job().name(), name);
+  const absl::Status score_job = client->SubmitScore(other_kind).status();
+  EXPECT_EQ(score_job.code(), absl::StatusCode::kAlreadyExists) << score_job;
+  EXPECT_EQ(bridge::ErrorReason(score_job), "IDEMPOTENCY_KEY_REUSED") << score_job;
+  EXPECT_THAT(std::string(score_job.message()), ::testing::HasSubstr(std::string(
+                                                     name.substr(name.rfind('/') + 1))));
 
   absl::StatusOr<v1::Job> done = client->WaitJob(name, nullptr, Scaled(absl::Seconds(120)));
   ASSERT_TRUE(done.ok()) << done.status();
@@ -758,7 +759,7 @@ TEST(ServiceStoreTest, FullDiskIsStoreFullNotQueueFull) {
 TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
   const std::filesystem::path dir = MakeTempDir("gpsel-auth-test");
   ServerOptions options = TestServerOptions(dir);
-  options.service.auth_token = "s3cret";
+  options.service.auth_token = "s3cret-token-for-tests";
   options.jobs.workers = 0;
   absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -771,11 +772,12 @@ TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(anonymous->GetJob("jobs/x").status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(anonymous->Health().ok());
-  std::unique_ptr<Client> wrong = Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cres");
+  std::unique_ptr<Client> wrong =
+      Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cret-token-for-testz");
   EXPECT_EQ(wrong->Score(data, {*ParseKernel("SE")}, score).status().code(),
             absl::StatusCode::kUnauthenticated);
   std::unique_ptr<Client> authorized =
-      Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cret");
+      Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cret-token-for-tests");
   EXPECT_TRUE(authorized->Score(data, {*ParseKernel("SE")}, score).ok());
   // The scheme is case-insensitive (RFC 7235), the token is not.
   auto get_job_with = [&](const std::string& authorization) {
@@ -788,12 +790,12 @@ TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
     v1::GetJobResponse response;
     return stub->GetJob(&context, request, &response).error_code();
   };
-  EXPECT_EQ(get_job_with("Bearer s3cret"), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(get_job_with("bearer s3cret"), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(get_job_with("BEARER  s3cret"), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(get_job_with("Bearer S3CRET"), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(get_job_with("Basic s3cret"), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(get_job_with("Bearers3cret"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_job_with("Bearer s3cret-token-for-tests"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_job_with("bearer s3cret-token-for-tests"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_job_with("BEARER  s3cret-token-for-tests"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get_job_with("Bearer S3CRET-TOKEN-FOR-TESTS"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_job_with("Basic s3cret-token-for-tests"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_job_with("Bearers3cret-token-for-tests"), grpc::StatusCode::UNAUTHENTICATED);
   server->reset();
   std::filesystem::remove_all(dir);
 }
