@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -807,7 +808,11 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
   if (request.max_depth() != 0) options.max_depth = request.max_depth();
   if (request.beam_width() != 0) options.beam_width = request.beam_width();
   if (request.has_warm_start()) options.warm_start = request.warm_start();
-  options.threads = request.threads() == 0 ? 1 : request.threads();
+  // 0: one per core, as the CLI's --threads 0 means in-process (validation caps it at the
+  // server's --max-search-threads).
+  options.threads = request.threads() == 0
+                        ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()))
+                        : request.threads();
   options.score_kept_kernels = request.score_kept_kernels();
   ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
   options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
