@@ -127,6 +127,14 @@ std::string EvidenceResult::Summary() const {
       kernel, num_points, num_hyperparameters,
       standardized ? "standardised" : "as given (not standardised)", log_evidence,
       log_evidence_error, EvidenceMethodName(method), method_reason, likelihood_calls, seconds);
+  if (partial) {
+    absl::StrAppend(&text, "\nPARTIAL, not a final answer: ", partial_reason);
+    if (method == EvidenceMethod::kNested) {
+      absl::StrAppend(&text, absl::StrFormat(" (the error includes the remaining-mass term %.4f "
+                                             "nats)",
+                                             log_evidence_truncation));
+    }
+  }
   if (importance.has_value()) absl::StrAppend(&text, "\n", importance->Summary());
   if (sampling.has_value()) absl::StrAppend(&text, "\n", sampling->Summary());
   return text;
@@ -359,6 +367,20 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
     result.method = EvidenceMethod::kNested;
     result.log_evidence = result.sampling->log_evidence;
     result.log_evidence_error = result.sampling->log_evidence_error;
+  }
+  // The reported method's cap decides: auto's importance stage may have been capped and then
+  // replaced by a nested run that finished.
+  if (result.method == EvidenceMethod::kNested && result.sampling.has_value()) {
+    result.partial = result.sampling->partial;
+    result.partial_reason = result.sampling->partial_reason;
+    result.log_evidence_truncation = result.sampling->log_evidence_truncation;
+  } else if (result.importance.has_value()) {
+    result.partial = result.importance->partial;
+    result.partial_reason = result.importance->partial_reason;
+  }
+  if (result.partial) {
+    result.partial_reason = absl::StrCat(std::string(EvidenceMethodName(result.method)),
+                                         " sampling: ", result.partial_reason);
   }
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();

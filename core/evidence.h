@@ -99,7 +99,19 @@ struct EvidenceResult {
   EvidenceMethod method = EvidenceMethod::kNested;
   std::string method_reason;
   double log_evidence = 0.0;
+  // The one error bar of log_evidence: the reported method's standard error, and for a partial
+  // result the remaining-mass term too (NestedSamplingResult::log_evidence_truncation).
   double log_evidence_error = 0.0;
+  // Partial is never final: a time, call or sample cap stopped the reported method before its
+  // stopping rule was met (nested sampling's dlogz or dynamic target; importance sampling's error
+  // target and tail check). partial_reason says which cap and where the run stood; the CLI
+  // exits with its own code (client/cli/cli_common.h kExitPartial) and the headline says so.
+  bool partial = false;
+  std::string partial_reason;
+  // Nested sampling's remaining-mass term log(Ẑ + Z_remaining) − log Ẑ of a partial run, held
+  // in log_evidence_error (0 otherwise, and for importance sampling, whose weights' error
+  // already covers its samples; partial_reason then gives the error it had reached).
+  double log_evidence_truncation = 0.0;
   // Each method's own result, when it ran (auto may run both).
   std::optional<NestedSamplingResult> sampling;
   std::optional<ImportanceSamplingResult> importance;

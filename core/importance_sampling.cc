@@ -389,13 +389,20 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
     if (target_met && tail_ok) break;
     if (out_of_time) {
       result.partial = true;
-      result.partial_reason = absl::StrFormat("max_seconds (%g s) reached", options.max_seconds);
+      result.partial_reason = absl::StrFormat(
+          "max_seconds (%g s) reached after %d samples, before the stopping rule was met "
+          "(error %.3f nats for a target of %.3f, Pareto k %.2f for at most %.2f)",
+          options.max_seconds, total, estimate.error, options.target_error, estimate.pareto_k,
+          options.max_pareto_k);
       break;
     }
     if (total >= options.max_samples) {
       result.partial = true;
-      result.partial_reason =
-          absl::StrCat("max_samples (", options.max_samples, ") reached before the error target");
+      result.partial_reason = absl::StrFormat(
+          "max_samples (%d) reached before the stopping rule was met (error %.3f nats for a "
+          "target of %.3f, Pareto k %.2f for at most %.2f)",
+          options.max_samples, estimate.error, options.target_error, estimate.pareto_k,
+          options.max_pareto_k);
       break;
     }
     const int adaptations = static_cast<int>(stages.size()) - 1;

@@ -328,6 +328,10 @@ class Engine {
   int64_t calls_at_progress_ = 0;
   double fraction_ = 0.0;
   std::string stop_reason_;
+  // The baseline's largest live likelihood and log prior volume at its last iteration: the
+  // remaining-mass term of a partial run (NestedSamplingResult::log_evidence_truncation).
+  double last_lmax_ = -kInf;
+  double last_log_x_ = 0.0;
   absl::Status error_;
   Eigen::VectorXd raw_;
   std::vector<double> work_;
@@ -828,6 +832,8 @@ absl::Status Engine::RunBatch(int batch, double logl_start, double log_x_start,
       lmax = std::max(lmax, ll[k]);
     }
     if (baseline) {
+      last_lmax_ = lmax;
+      last_log_x_ = log_x;
       const double remaining = LogAddExp(log_z, lmax + log_x) - log_z;  // +inf while log_z = -inf
       if (remaining < opt_.dlogz) break;
       const double todo = std::log1p(std::max(0.0, remaining) / opt_.dlogz);
@@ -1200,6 +1206,19 @@ absl::StatusOr<NestedSamplingResult> Engine::Run() {
   r.num_batches = batches;
   r.partial = !stop_reason_.empty();
   r.partial_reason = stop_reason_;
+  if (r.partial) {
+    // The mass not yet integrated: at most L_max times the volume left when the run stopped
+    // (before the baseline loop ever ran: the whole prior, X = 1). Relative to the reported
+    // estimate, which already holds the final live points at their mean likelihood.
+    double lmax = last_lmax_, log_x = last_log_x_;
+    if (lmax == -kInf) {
+      log_x = 0.0;
+      for (double l : pts_l_) lmax = std::max(lmax, l);
+    }
+    r.log_evidence_truncation =
+        r.log_evidence == -kInf ? kInf : LogAddExp(r.log_evidence, lmax + log_x) - r.log_evidence;
+    r.log_evidence_error = std::hypot(r.log_evidence_error, r.log_evidence_truncation);
+  }
   if (opt_.return_samples) {
     r.samples.resize(m, d_);
     r.log_weights = log_post;
@@ -1273,7 +1292,11 @@ std::string NestedSamplingResult::Summary() const {
                                         log_evidence_error_spread));
   }
   absl::StrAppend(&s, absl::StrFormat(", %.3f s", seconds));
-  if (partial) absl::StrAppend(&s, " [partial: ", partial_reason, "]");
+  if (partial) {
+    absl::StrAppend(&s, absl::StrFormat(" [PARTIAL: %s; the error includes the remaining-mass "
+                                        "term %.4f]",
+                                        partial_reason, log_evidence_truncation));
+  }
   return s;
 }
 
@@ -1395,9 +1418,28 @@ absl::StatusOr<NestedSamplingResult> MergeNestedSamplingRuns(
     return top + std::log(sum / k);
   };
   NestedSamplingResult m;
+  // A partial run's error holds its remaining-mass term t_k in quadrature: the statistical part
+  // merges as independent errors, the truncations as masses (they are biases of one sign, which
+  // averaging does not shrink): t = log(Σ Z_k e^{t_k}) − log Σ Z_k.
+  auto statistical = [](const NestedSamplingResult& r) {
+    return std::sqrt(std::max(0.0, r.log_evidence_error * r.log_evidence_error -
+                                       r.log_evidence_truncation * r.log_evidence_truncation));
+  };
   m.log_evidence = merge([](const NestedSamplingResult& r) { return r.log_evidence; },
-                         [](const NestedSamplingResult& r) { return r.log_evidence_error; },
-                         &m.log_evidence_error);
+                         statistical, &m.log_evidence_error);
+  {
+    double top = -kInf;
+    for (const NestedSamplingResult& r : runs) top = std::max(top, r.log_evidence);
+    double with = 0.0, without = 0.0;
+    for (const NestedSamplingResult& r : runs) {
+      without += std::exp(r.log_evidence - top);
+      with += std::exp(r.log_evidence - top + r.log_evidence_truncation);
+    }
+    m.log_evidence_truncation = std::log(with) - std::log(without);
+    if (m.log_evidence_truncation > 0) {
+      m.log_evidence_error = std::hypot(m.log_evidence_error, m.log_evidence_truncation);
+    }
+  }
   m.log_evidence_nested =
       merge([](const NestedSamplingResult& r) { return r.log_evidence_nested; },
             [](const NestedSamplingResult& r) { return r.log_evidence_nested_error; },

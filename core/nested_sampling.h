@@ -121,8 +121,16 @@ struct NestedSamplingResult {
   double effective_sample_size = 0.0;  // Kish ESS of the posterior weights
   int num_live = 0;                    // live points used (per batch)
   int num_batches = 0;                 // dynamic batches added after the baseline
+  // A cap (max_likelihood_calls, max_seconds) stopped the run before its stopping rule was met:
+  // the estimate is not final. partial_reason names the cap.
   bool partial = false;
   std::string partial_reason;
+  // The remaining-mass term of a partial run, log(Ẑ + L_max X) − log Ẑ: how much log Z could
+  // still rise if the prior volume X not yet compressed held the largest likelihood seen on it
+  // (the quantity the dlogz rule bounds; Skilling 2006). It is folded into log_evidence_error
+  // (in quadrature) so that the error bar of a partial result covers the truncation; 0 for a
+  // finished run. For merged runs: log(Σ Ẑ_k e^{t_k}) − log Σ Ẑ_k over the runs' terms t_k.
+  double log_evidence_truncation = 0.0;
   double seconds = 0.0;
   // When return_samples: one row per dead point (raw space), its normalised log posterior weight
   // (logsumexp = 0) and its log likelihood.

@@ -28,10 +28,14 @@
 namespace gpsel::cli {
 
 // Exit codes: 0 success, 1 runtime failure (server unreachable, numerics failed),
-// 2 bad usage or bad input (unparsable CSV/expression, invalid option).
+// 2 bad usage or bad input (unparsable CSV/expression, invalid option), 3 a partial result:
+// printed in full, but a time, call or sample cap (--max-seconds, --max-calls, --max-samples)
+// stopped it before its stopping rule was met, so it is not a final answer (evidence, and
+// `jobs get/wait` of such an evidence job).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitPartial = 3;
 
 // Prints "gpsel: <message>" to stderr and returns the exit code for the status
 // (INVALID_ARGUMENT/NOT_FOUND of an input → 2, anything else → 1).

@@ -96,12 +96,23 @@ int RunEvidence(const EvidenceFlags& flags) {
   } else {
     std::cout << absl::StrFormat(
         "kernel %s (n = %d, u = %d, y %s)\n"
-        "log evidence   %.4f ± %.4f by %s (%s)\n"
-        "likelihood calls %d, %.3f s\n",
+        "log evidence   %.4f ± %.4f by %s (%s)%s\n",
         result->kernel, result->num_points, result->num_hyperparameters,
         result->standardized ? "standardised" : "not standardised", result->log_evidence,
         result->log_evidence_error, EvidenceMethodName(result->method), result->method_reason,
-        result->likelihood_calls, result->seconds);
+        result->partial ? "  PARTIAL, NOT FINAL" : "");
+    if (result->partial) {
+      std::cout << "PARTIAL: " << result->partial_reason;
+      if (result->method == EvidenceMethod::kNested) {
+        std::cout << absl::StrFormat(
+            "; the error includes the remaining-mass term %.4f nats (log Z could rise by that "
+            "much more)",
+            result->log_evidence_truncation);
+      }
+      std::cout << ". Raise the cap for a final answer (exit code " << kExitPartial << ").\n";
+    }
+    std::cout << absl::StrFormat("likelihood calls %d, %.3f s\n", result->likelihood_calls,
+                                 result->seconds);
     if (result->importance.has_value()) {
       const ImportanceSamplingResult& r = *result->importance;
       std::cout << absl::StrFormat(
@@ -140,6 +151,10 @@ int RunEvidence(const EvidenceFlags& flags) {
       }
     }
   }
+  if (result->partial) {
+    if (flags.fit.json) std::cerr << "gpsel: partial result: " << result->partial_reason << "\n";
+    return kExitPartial;
+  }
   return kExitOk;
 }
 
@@ -154,10 +169,11 @@ CommandRunner SetupEvidence(CLI::App& sub) {
   sub.add_option("--nlive", flags->nlive, "live points (0 = automatic)")->capture_default_str();
   sub.add_flag("--dynamic", flags->dynamic, "dynamic nested sampling (Higson et al. 2019)");
   sub.add_flag("--samples", flags->samples, "include weighted posterior samples in --json output");
-  sub.add_option("--max-calls", flags->max_calls, "cap on likelihood calls (result marked partial)")
+  sub.add_option("--max-calls", flags->max_calls,
+                 "cap on likelihood calls (a capped result is partial: exit code 3)")
       ->capture_default_str();
   sub.add_option("--max-seconds", flags->max_seconds,
-                 "cap on wall time, 0 = none (result marked partial)");
+                 "cap on wall time, 0 = none (a capped result is partial: exit code 3)");
   sub.add_option("--method", flags->method,
                  "nested (nested sampling), importance (importance sampling from the posterior "
                  "modes' Laplace approximations; also 'is') or auto (importance where its "
@@ -179,7 +195,7 @@ CommandRunner SetupEvidence(CLI::App& sub) {
                  "importance sampling: stop at this standard error of log Z (nats)")
       ->capture_default_str();
   sub.add_option("--max-samples", flags->max_samples,
-                 "importance sampling: cap on samples (result marked partial)")
+                 "importance sampling: cap on samples (a capped result is partial: exit code 3)")
       ->capture_default_str();
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);

@@ -21,13 +21,23 @@ std::string StateName(v1::JobState state) {
   return name.rfind("JOB_STATE_", 0) == 0 ? name.substr(10) : name;
 }
 
+// A job that succeeded with a partial result (a cap stopped it before its stopping rule): its
+// outcome is PARTIAL, not SUCCEEDED, wherever a job is shown.
+bool IsPartial(const v1::Job& job) {
+  return job.state() == v1::JOB_STATE_SUCCEEDED && job.has_evidence_result() &&
+         job.evidence_result().partial();
+}
+
 void PrintJobLine(const v1::Job& job) {
   std::cout << absl::StrFormat("%-31s %-8s %-9s %5.1f%%  attempts %d  %s", job.name(),
-                               job.kind(), StateName(job.state()),
+                               job.kind(), IsPartial(job) ? "PARTIAL" : StateName(job.state()),
                                100.0 * job.progress().fraction(), job.attempts(), job.kernel());
   if (job.has_evidence_result()) {
     std::cout << absl::StrFormat("  log Z = %.4f ± %.4f", job.evidence_result().log_evidence(),
                                  job.evidence_result().log_evidence_error());
+    if (IsPartial(job)) {
+      std::cout << "  [PARTIAL, not final: " << job.evidence_result().partial_reason() << "]";
+    }
   }
   if (job.has_search_result()) {
     const v1::SearchResult& result = job.search_result();
@@ -108,7 +118,7 @@ int RunJobsGet(const JobsFlags& flags) {
   absl::StatusOr<v1::Job> job = (*client)->GetJob(flags.id);
   if (!job.ok()) return ReportError(job.status());
   PrintJob(*job, flags.json);
-  return kExitOk;
+  return IsPartial(*job) ? kExitPartial : kExitOk;
 }
 
 int RunJobsCancel(const JobsFlags& flags) {
@@ -137,6 +147,7 @@ int RunJobsWait(const JobsFlags& flags) {
   progress.Finish();
   if (!job.ok()) return ReportError(job.status());
   PrintJob(*job, flags.json);
+  if (IsPartial(*job)) return kExitPartial;
   return job->state() == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailure;
 }
 
@@ -156,7 +167,8 @@ CommandRunner SetupJobs(CLI::App& sub) {
   get->add_option("ID", flags->id, "job id or name (jobs/ID)")->required();
   AddRemoteFlags(*get, flags->remote, /*server_required=*/true);
   get->add_flag("--json", flags->json, "print the protobuf JSON mapping of the job(s)");
-  CLI::App* wait = sub.add_subcommand("wait", "follow a job until it ends (exit 0 if it succeeded)");
+  CLI::App* wait = sub.add_subcommand(
+      "wait", "follow a job until it ends (exit 0 if it succeeded, 3 if its result is partial)");
   wait->add_option("ID", flags->id, "job id or name (jobs/ID)")->required();
   wait->add_option("--wait-limit", flags->wait_seconds, "give up after this many seconds");
   AddRemoteFlags(*wait, flags->remote, /*server_required=*/true);

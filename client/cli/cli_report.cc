@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -73,6 +76,18 @@ std::vector<std::string> HeaderNames(const FitFlags& data_flags) {
 // A label with its unit: "year", "co2 (ppm)".
 std::string Labelled(const std::string& name, const std::string& unit) {
   return unit.empty() ? name : absl::StrCat(name, " (", unit, ")");
+}
+
+// `value` as one POSIX shell word, so that the report's footer command can be copied and run:
+// as it is when it holds only characters no shell treats specially, else in single quotes (a
+// quote inside written '\'').
+std::string ShellQuote(const std::string& value) {
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+  });
+  if (plain) return value;
+  return absl::StrCat("'", absl::StrReplaceAll(value, {{"'", "'\\''"}}), "'");
 }
 
 int RunReport(const ReportFlags& flags, const std::string& command) {
@@ -298,11 +313,17 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
       }
     }
   }
-  std::cout << result->Summary()
-            << absl::StrFormat(
-                   "kernels compared: %d scored by the search (its kept kernels' scores took "
-                   "%.2f s), %d scored for the report\n",
-                   in.scores.size() - to_score.size(), kept_seconds, to_score.size());
+  std::cout << result->Summary();
+  const size_t from_search = in.scores.size() - to_score.size();
+  if (from_search > 0) {
+    std::cout << absl::StrFormat(
+        "kernels compared: %d scored by the search (its kept kernels' scores took %.2f s), %d "
+        "scored for the report\n",
+        from_search, kept_seconds, to_score.size());
+  } else {
+    std::cout << absl::StrFormat("kernels compared: %d, scored for the report\n",
+                                 to_score.size());
+  }
   // Which of the search's kernels started each one scored for the report, and where its winning
   // starts came from (bench/RESULTS.md reads whether the nested starts won).
   auto winning_start = [](const std::optional<FitResult>& fit) -> std::string {
@@ -320,8 +341,10 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
       parents.push_back(ToString(parent.kernel));
     }
     std::cout << absl::StrFormat(
-        "  %s: also started from the optima of %s; winning starts: MLL %s, MAP %s\n",
-        score.kernel, parents.empty() ? "none" : absl::StrJoin(parents, ", "),
+        "  %s: %swinning starts: MLL %s, MAP %s\n", score.kernel,
+        parents.empty() ? ""
+                        : absl::StrCat("also started from the optima of ",
+                                       absl::StrJoin(parents, ", "), "; "),
         winning_start(score.mll_fit), winning_start(score.map_fit));
   }
   std::cout << "seconds:";
@@ -329,6 +352,11 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
     std::cout << absl::StrFormat(" %s %.2f", stage, seconds);
   }
   std::cout << "\n";
+  if (in.evidence.has_value() && in.evidence->partial) {
+    std::cout << "PARTIAL: the log evidence in the report is not final: "
+              << in.evidence->partial_reason << "\n";
+    return kExitPartial;
+  }
   return kExitOk;
 }
 
@@ -382,7 +410,7 @@ CommandRunner SetupReport(CLI::App& sub) {
       if (option->count() == 0 || option->get_name() == "--help") continue;
       for (const std::string& value : option->results()) {
         absl::StrAppend(&command, " ", option->get_name(),
-                        option->get_expected_min() == 0 ? "" : absl::StrCat(" ", value));
+                        option->get_expected_min() == 0 ? "" : absl::StrCat(" ", ShellQuote(value)));
       }
     }
     return RunReport(*flags, command);

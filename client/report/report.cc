@@ -286,7 +286,17 @@ FigureSpec MetricsFigure(const ReportInputs& in) {
     const double x = static_cast<double>(keys.size() + 1) + 0.5 * ((k + 0.5) / kernels - 0.5);
     Series bars;
     bars.kind = Series::Kind::kErrorBars;
-    bars.label = absl::StrCat("log Z ± se of ", in.evidence->kernel);
+    bars.label = absl::StrCat("log Z ± se of ", in.evidence->kernel,
+                              ev.partial ? " (PARTIAL, not final)" : "");
+    if (ev.partial) {
+      absl::StrAppend(&fig.caption, " The log Z shown is PARTIAL, not a final answer: ",
+                      ev.partial_reason,
+                      ev.method == EvidenceMethod::kNested
+                          ? absl::StrFormat("; its error bar includes the remaining-mass term "
+                                            "%.3f nats.",
+                                            ev.log_evidence_truncation)
+                          : std::string("."));
+    }
     bars.color = SeriesColor(k);
     bars.width = 2.0;
     bars.x = {x};

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -638,6 +639,9 @@ void ToProto(const EvidenceResult& result, v1::EvidenceResult* proto) {
   proto->set_log_evidence_error(result.log_evidence_error);
   proto->set_likelihood_calls(result.likelihood_calls);
   proto->set_seconds(result.seconds);
+  proto->set_partial(result.partial);
+  proto->set_partial_reason(result.partial_reason);
+  proto->set_log_evidence_truncation(result.log_evidence_truncation);
   if (result.importance.has_value()) {
     const ImportanceSamplingResult& r = *result.importance;
     v1::ImportanceSamplingResult* ip = proto->mutable_importance();
@@ -670,8 +674,6 @@ void ToProto(const EvidenceResult& result, v1::EvidenceResult* proto) {
     const ImportanceSamplingResult& r = *result.importance;
     proto->set_log_evidence_estimator("importance_sampling");
     proto->set_effective_sample_size(r.effective_sample_size);
-    proto->set_partial(r.partial);
-    proto->set_partial_reason(r.partial_reason);
     if (r.samples.size() > 0) {
       ToProto(r.samples, proto->mutable_samples());
       ToRepeated(r.log_weights, proto->mutable_log_weights());
@@ -686,8 +688,6 @@ void ToProto(const EvidenceResult& result, v1::EvidenceResult* proto) {
     proto->set_effective_sample_size(s.effective_sample_size);
     proto->set_live_points(s.num_live);
     proto->set_batches(s.num_batches);
-    proto->set_partial(s.partial);
-    proto->set_partial_reason(s.partial_reason);
     proto->set_log_evidence_nested(s.log_evidence_nested);
     proto->set_log_evidence_nested_error(s.log_evidence_nested_error);
     proto->set_log_evidence_error_spread(s.log_evidence_error_spread);
@@ -724,6 +724,9 @@ EvidenceResult FromProto(const v1::EvidenceResult& proto) {
   result.log_evidence_error = proto.log_evidence_error();
   result.likelihood_calls = proto.likelihood_calls();
   result.seconds = proto.seconds();
+  result.partial = proto.partial();
+  result.partial_reason = proto.partial_reason();
+  result.log_evidence_truncation = proto.log_evidence_truncation();
   Eigen::MatrixXd samples;
   Eigen::VectorXd log_weights, log_likelihoods;
   if (proto.has_samples()) {
@@ -780,7 +783,9 @@ EvidenceResult FromProto(const v1::EvidenceResult& proto) {
     s.num_live = proto.live_points();
     s.num_batches = proto.batches();
     s.partial = proto.partial();
-    s.partial_reason = proto.partial_reason();
+    // The job's reason names the method in front of the run's own ("nested sampling: ...").
+    s.partial_reason = std::string(absl::StripPrefix(proto.partial_reason(), "nested sampling: "));
+    s.log_evidence_truncation = proto.log_evidence_truncation();
     s.seconds = proto.seconds() - (result.importance ? result.importance->seconds : 0.0);
     s.log_evidence_nested = proto.log_evidence_nested();
     s.log_evidence_nested_error = proto.log_evidence_nested_error();
@@ -828,7 +833,11 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
   if (request.max_depth() != 0) options.max_depth = request.max_depth();
   if (request.beam_width() != 0) options.beam_width = request.beam_width();
   if (request.has_warm_start()) options.warm_start = request.warm_start();
-  options.threads = request.threads() == 0 ? 1 : request.threads();
+  // 0: one per core, as the CLI's --threads 0 means in-process (validation caps it at the
+  // server's --max-search-threads).
+  options.threads = request.threads() == 0
+                        ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()))
+                        : request.threads();
   options.score_kept_kernels = request.score_kept_kernels();
   ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
   options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);

@@ -593,7 +593,7 @@ TEST(NestedSamplingTest, CallCapGivesPartialResult) {
   EXPECT_LE(r->likelihood_calls, 700);
   EXPECT_TRUE(std::isfinite(r->log_evidence));
   EXPECT_EQ(r->samples.rows(), r->iterations);
-  EXPECT_THAT(r->Summary(), HasSubstr("partial"));
+  EXPECT_THAT(r->Summary(), HasSubstr("PARTIAL"));
 }
 
 TEST(NestedSamplingTest, TimeCapGivesPartialResult) {
