@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/convert.h"
 
 namespace gpsel {
@@ -335,7 +336,7 @@ absl::StatusOr<v1::Job> Client::FollowJob(const std::string& name,
   });
   if (!job.ok()) return job.status();
   if (!stop.ok()) return stop;
-  if (absl::Status outcome = JobOutcome(*job); !outcome.ok()) return outcome;
+  GPSEL_RETURN_IF_ERROR(JobOutcome(*job));
   return job;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -29,7 +30,7 @@ absl::Status DatasetLimits::Validate() const {
 }
 
 absl::Status ValidateDataset(const Dataset& data, const DatasetLimits& limits) {
-  if (absl::Status s = limits.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(limits.Validate());
   const Eigen::Index n = data.y.size();
   if (n == 0) return absl::InvalidArgumentError("y: empty dataset");
   if (data.x.rows() != n) {
@@ -265,7 +266,7 @@ absl::StatusOr<size_t> ResolveColumn(const std::string& spec, const std::string&
 
 absl::StatusOr<CsvTable> ReadCsvTable(std::string_view text, const CsvOptions& options, bool with_y,
                                       CsvReadReport* report) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   // The file's lines with their 1-based numbers, comment and blank lines left out.
   std::vector<std::pair<int, absl::string_view>> lines;
   int line_number = 0;

@@ -16,6 +16,7 @@
 #include "gpsel/core/instrumentation.h"
 #include "gpsel/core/internal/data_starts.h"
 #include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -111,12 +112,12 @@ absl::Status ModeSearchOptions::Validate() const {
 }
 
 absl::Status EvidenceOptions::Validate() const {
-  if (absl::Status s = sampling.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(sampling.Validate());
   if (absl::Status s = importance.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("importance.", s.message()));
   }
-  if (absl::Status s = mode_search.Validate(); !s.ok()) return s;
-  if (absl::Status s = scale_x.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(mode_search.Validate());
+  GPSEL_RETURN_IF_ERROR(scale_x.Validate());
   return hyperparameters.Validate();
 }
 
@@ -143,7 +144,7 @@ std::string EvidenceResult::Summary() const {
 absl::StatusOr<std::vector<ProposalMode>> FindPosteriorModes(
     const GpModel& model, const KernelExpr& kernel, const ModeSearchOptions& options, uint64_t seed,
     int threads, const ProgressCallback& progress, int64_t* evaluations) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   const int u = model.num_free();
   const std::vector<std::string> names = model.free_names();
   FitOptions fit;
@@ -292,7 +293,7 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
                                                const EvidenceOptions& options,
                                                const ProgressCallback& progress) {
   const auto start_time = std::chrono::steady_clock::now();
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   absl::StatusOr<PreparedModel> prepared =
       PrepareModel(data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();

@@ -22,6 +22,7 @@
 #include "gpsel/core/instrumentation.h"
 #include "gpsel/core/internal/period_alias.h"
 #include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -402,7 +403,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   };
   double mu = 0.0;
   for (int step = 0; step < kMaxNewtonSteps; ++step) {
-    if (absl::Status s = ReportProgress(recording, progress_template); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(ReportProgress(recording, progress_template));
     const std::vector<int> free =
         FreeComponents(x, here->gradient, options.raw_lower_bound, options.raw_upper_bound);
     const int m = static_cast<int>(free.size());
@@ -469,12 +470,9 @@ absl::StatusOr<LocalMaximum> PolishToLocalMaximum(const GpModel& model, FitObjec
   Progress p{objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit", 0.0,
              "polish"};
   result.derivatives.value = std::numeric_limits<double>::quiet_NaN();
-  if (absl::Status s = NewtonPolish(model, objective, options, progress, p, result.raw,
-                                    result.value, result.evaluations, iterations,
-                                    &result.derivatives);
-      !s.ok()) {
-    return s;
-  }
+  GPSEL_RETURN_IF_ERROR(NewtonPolish(model, objective, options, progress, p, result.raw,
+                                     result.value, result.evaluations, iterations,
+                                     &result.derivatives));
   if (result.derivatives.hessian.size() == 0) {
     return absl::FailedPreconditionError(
         "no Hessian at the local maximum (covariance not positive definite there)");
@@ -590,7 +588,7 @@ class FitRun {
   }
 
   absl::Status Validate() const {
-    if (absl::Status s = options_.Validate(); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(options_.Validate());
     for (size_t i = 0; i < options_.extra_starts.size(); ++i) {
       if (options_.extra_starts[i].raw.size() != u_) {
         return absl::InvalidArgumentError(
@@ -704,15 +702,12 @@ class FitRun {
       // stationary end point can be a saddle on a nearly flat ridge.
       Progress p{stage_, fraction_offset_ + fraction_scale_, "polish"};
       LikelihoodHessian at_optimum;
-      if (absl::Status s = NewtonPolish(model_, objective_, options_, progress, p, result.raw,
-                                        best, result.evaluations, result.iterations, &at_optimum);
-          !s.ok()) {
-        return s;
-      }
+      GPSEL_RETURN_IF_ERROR(NewtonPolish(model_, objective_, options_, progress, p, result.raw,
+                                         best, result.evaluations, result.iterations, &at_optimum));
       result.objective_hessian = std::move(at_optimum.hessian);
       result.objective_hessian_jitter = at_optimum.jitter;
     }
-    if (absl::Status s = SetValuesAt(result.raw, result); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(SetValuesAt(result.raw, result));
     // The winner counts itself even when its polish gained more than kSameOptimumNats.
     for (int start = 0; start < result.starts; ++start) {
       const StartOutcome& outcome = outcomes[start];
@@ -870,7 +865,7 @@ constexpr int kMaxCrossRounds = 2;
 // the objective Hessian is left empty, so whoever needs it computes it at the new point.
 absl::Status AdoptOtherOptimum(const FitRun& run, const FitResult& other, FitResult& result) {
   FitResult adopted = result;
-  if (absl::Status s = run.SetValuesAt(other.raw, adopted); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(run.SetValuesAt(other.raw, adopted));
   adopted.objective_hessian.resize(0, 0);
   adopted.objective_hessian_jitter = 0.0;
   adopted.best_start_kind = StartKind::kCrossSeeded;
@@ -899,7 +894,7 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     const bool follower = follow && objective == FitObjective::kMaximumLikelihood;
     runs.push_back(
         std::make_unique<FitRun>(model, objective, options, follower ? 0 : options.restarts));
-    if (absl::Status s = runs.back()->Validate(); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(runs.back()->Validate());
     grand_total += runs.back()->total_starts();
   }
   if (CoreObserver* observer = GetCoreObserver()) {
@@ -944,148 +939,141 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
       }
     }
     RunTasks(pool, tasks);
-    if (absl::Status s = first_error(); !s.ok()) return s;
-  }
+    GPSEL_RETURN_IF_ERROR(first_error());
 
-  // 1b. With shared prior draws (FitOptions::share_prior_draws) the MLL fit continues from each
-  // distinct end point of the MAP fit's draws: the draws explore once, and from a MAP optimum
-  // the MLL optimum of the same basin is a short climb (the two objectives differ by the log
-  // prior alone). End points within kSameOptimumNats under the MAP objective count as one.
-  if (follow) {
-    std::vector<std::pair<Eigen::VectorXd, std::string>> points;
-    std::vector<double> values;
-    for (size_t k = 0; k < outcomes[map].size(); ++k) {
-      const StartOutcome& draw = outcomes[map][k];
-      if (!draw.ok || draw.kind != StartKind::kPriorDraw) continue;
-      if (std::any_of(values.begin(), values.end(), [&](double v) {
-            return std::abs(v - draw.value) <= kSameOptimumNats;
-          })) {
-        continue;
-      }
-      values.push_back(draw.value);
-      points.emplace_back(draw.raw, absl::StrCat("MAP start ", k, "'s end point"));
-    }
-    const size_t first = outcomes[mll].size();
-    outcomes[mll].resize(first + points.size());
-    std::vector<std::function<void()>> tasks;
-    for (size_t k = 0; k < points.size(); ++k) {
-      tasks.push_back([&, k] {
-        outcomes[mll][first + k] =
-            runs[mll]->RunCrossStart(points[k].first, points[k].second, report);
-      });
-    }
-    RunTasks(pool, tasks);
-    if (absl::Status s = first_error(); !s.ok()) return s;
-  }
-
-  // 2. Cross-seeding (MLL and MAP fitted together): every end point of the other fit is worth
-  // this objective's value there at the price of a log prior; a fit beaten at such a point
-  // starts once more from the best of them. MLL's and MAP's optima are then within one start of
-  // each other's basins, which random draws alone often miss (a MAP fit in a short-lengthscale
-  // basin whose likelihood is far above the MLL fit's smooth-trend optimum, say).
-  if (cross) {
-    std::vector<std::function<void()>> tasks;
-    for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
-      double own_best = -std::numeric_limits<double>::infinity();
-      for (const StartOutcome& outcome : outcomes[r]) {
-        if (outcome.ok) own_best = std::max(own_best, outcome.value);
-      }
-      const StartOutcome* seed = nullptr;
-      double seed_value = own_best + kNegligibleGain * std::max(1.0, std::abs(own_best));
-      for (const StartOutcome& other : outcomes[o]) {
-        if (!other.ok) continue;
-        const double value = runs[r]->ValueFromOther(other);
-        if (value > seed_value) {
-          seed = &other;
-          seed_value = value;
+    // 1b. With shared prior draws (FitOptions::share_prior_draws) the MLL fit continues from each
+    // distinct end point of the MAP fit's draws: the draws explore once, and from a MAP optimum
+    // the MLL optimum of the same basin is a short climb (the two objectives differ by the log
+    // prior alone). End points within kSameOptimumNats under the MAP objective count as one.
+    if (follow) {
+      std::vector<std::pair<Eigen::VectorXd, std::string>> points;
+      std::vector<double> values;
+      for (size_t k = 0; k < outcomes[map].size(); ++k) {
+        const StartOutcome& draw = outcomes[map][k];
+        if (!draw.ok || draw.kind != StartKind::kPriorDraw) continue;
+        if (std::any_of(values.begin(), values.end(),
+                        [&](double v) { return std::abs(v - draw.value) <= kSameOptimumNats; })) {
+          continue;
         }
+        values.push_back(draw.value);
+        points.emplace_back(draw.raw, absl::StrCat("MAP start ", k, "'s end point"));
       }
-      if (seed == nullptr) continue;
-      const std::string origin = absl::StrCat(
-          r == mll ? "MAP" : "MLL", " start ", seed - outcomes[o].data(), "'s end point");
-      // A copy: the other fit's outcomes grow in the next iteration.
-      const Eigen::VectorXd point = seed->raw;
-      outcomes[r].emplace_back();
-      // `run = r`: a lambda may not capture a structured binding in C++17 (clang rejects it).
-      tasks.push_back([&, run = r, point, origin] {
-        outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
-      });
-    }
-    RunTasks(pool, tasks);
-    if (absl::Status s = first_error(); !s.ok()) return s;
-  }
-
-  // 3. The winners' polishes side by side. (Finish returns errors as statuses; anything thrown
-  // is turned into one so that pool tasks never throw.)
-  auto finish = [&](const std::vector<size_t>& which) -> absl::Status {
-    std::vector<std::function<void()>> tasks;
-    for (size_t r : which) {
-      tasks.push_back([&, r] {
-        try {
-          results[r] = runs[r]->Finish(outcomes[r], report);
-        } catch (...) {
-          results[r] = StatusOfCurrentException("fit");
-        }
-      });
-    }
-    RunTasks(pool, tasks);
-    for (size_t r : which) {
-      if (!results[r].ok()) return results[r].status();
-    }
-    return absl::OkStatus();
-  };
-  std::vector<size_t> all(num_runs);
-  for (size_t r = 0; r < num_runs; ++r) all[r] = r;
-  if (absl::Status s = finish(all); !s.ok()) return s;
-
-  // 4. The invariants on the polished optima: MLL ≥ log p(y|θ̂_MAP), MAP ≥ its value at θ̂_MLL.
-  // A fit beaten at the other's optimum starts once more from there (its polish may then beat
-  // the other in turn, hence rounds); a violation at rounding level, or one left after the
-  // rounds, is settled by adopting the other optimum, so that both hold exactly.
-  for (int round = 0; cross && round <= kMaxCrossRounds + 2; ++round) {
-    std::vector<size_t> restarted;
-    std::vector<std::function<void()>> tasks;
-    bool adopted = false;
-    for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
-      const double there = runs[r]->ValueAtOtherOptimum(*results[o]);
-      const double here = results[r]->objective_value;
-      if (!(there > here)) continue;
-      if (there - here > kCrossRestartNats && round < kMaxCrossRounds) {
-        const std::string origin = absl::StrCat(r == mll ? "MAP" : "MLL", " optimum");
-        outcomes[r].emplace_back();
-        const Eigen::VectorXd point = results[o]->raw;
-        restarted.push_back(static_cast<size_t>(r));
-        tasks.push_back([&, run = r, point, origin] {
-          outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
+      const size_t first = outcomes[mll].size();
+      outcomes[mll].resize(first + points.size());
+      std::vector<std::function<void()>> tasks;
+      for (size_t k = 0; k < points.size(); ++k) {
+        tasks.push_back([&, k] {
+          outcomes[mll][first + k] =
+              runs[mll]->RunCrossStart(points[k].first, points[k].second, report);
         });
-      } else {
-        if (absl::Status s = AdoptOtherOptimum(*runs[r], *results[o], *results[r]); !s.ok()) {
-          return s;
-        }
-        adopted = true;
       }
-    }
-    if (tasks.empty()) {
-      if (adopted) continue;  // adopting may break the other invariant in turn: check again
-      break;
-    }
-    RunTasks(pool, tasks);
-    if (absl::Status s = first_error(); !s.ok()) return s;
-    if (absl::Status s = finish(restarted); !s.ok()) return s;
-  }
+      RunTasks(pool, tasks);
+      GPSEL_RETURN_IF_ERROR(first_error());
 
-  std::vector<FitResult> out;
-  for (auto& result : results) out.push_back(*std::move(result));
-  return out;
-}
+      // 2. Cross-seeding (MLL and MAP fitted together): every end point of the other fit is worth
+      // this objective's value there at the price of a log prior; a fit beaten at such a point
+      // starts once more from the best of them. MLL's and MAP's optima are then within one start of
+      // each other's basins, which random draws alone often miss (a MAP fit in a short-lengthscale
+      // basin whose likelihood is far above the MLL fit's smooth-trend optimum, say).
+      if (cross) {
+        std::vector<std::function<void()>> tasks;
+        for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
+          double own_best = -std::numeric_limits<double>::infinity();
+          for (const StartOutcome& outcome : outcomes[r]) {
+            if (outcome.ok) own_best = std::max(own_best, outcome.value);
+          }
+          const StartOutcome* seed = nullptr;
+          double seed_value = own_best + kNegligibleGain * std::max(1.0, std::abs(own_best));
+          for (const StartOutcome& other : outcomes[o]) {
+            if (!other.ok) continue;
+            const double value = runs[r]->ValueFromOther(other);
+            if (value > seed_value) {
+              seed = &other;
+              seed_value = value;
+            }
+          }
+          if (seed == nullptr) continue;
+          const std::string origin = absl::StrCat(r == mll ? "MAP" : "MLL", " start ",
+                                                  seed - outcomes[o].data(), "'s end point");
+          // A copy: the other fit's outcomes grow in the next iteration.
+          const Eigen::VectorXd point = seed->raw;
+          outcomes[r].emplace_back();
+          // `run = r`: a lambda may not capture a structured binding in C++17 (clang rejects it).
+          tasks.push_back([&, run = r, point, origin] {
+            outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
+          });
+        }
+        RunTasks(pool, tasks);
+        GPSEL_RETURN_IF_ERROR(first_error());
 
-absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
-                                             const FitOptions& options,
-                                             const ProgressCallback& progress) {
-  absl::StatusOr<std::vector<FitResult>> fits =
-      FitHyperparametersJointly(model, {objective}, options, progress);
-  if (!fits.ok()) return fits.status();
-  return std::move(fits->front());
-}
+        // 3. The winners' polishes side by side. (Finish returns errors as statuses; anything
+        // thrown is turned into one so that pool tasks never throw.)
+        auto finish = [&](const std::vector<size_t>& which) -> absl::Status {
+          std::vector<std::function<void()>> tasks;
+          for (size_t r : which) {
+            tasks.push_back([&, r] {
+              try {
+                results[r] = runs[r]->Finish(outcomes[r], report);
+              } catch (...) {
+                results[r] = StatusOfCurrentException("fit");
+              }
+            });
+          }
+          RunTasks(pool, tasks);
+          for (size_t r : which) {
+            if (!results[r].ok()) return results[r].status();
+          }
+          return absl::OkStatus();
+        };
+        std::vector<size_t> all(num_runs);
+        for (size_t r = 0; r < num_runs; ++r) all[r] = r;
+        GPSEL_RETURN_IF_ERROR(finish(all));
 
-}  // namespace gpsel
+        // 4. The invariants on the polished optima: MLL ≥ log p(y|θ̂_MAP), MAP ≥ its value at θ̂_MLL.
+        // A fit beaten at the other's optimum starts once more from there (its polish may then beat
+        // the other in turn, hence rounds); a violation at rounding level, or one left after the
+        // rounds, is settled by adopting the other optimum, so that both hold exactly.
+        for (int round = 0; cross && round <= kMaxCrossRounds + 2; ++round) {
+          std::vector<size_t> restarted;
+          std::vector<std::function<void()>> tasks;
+          bool adopted = false;
+          for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
+            const double there = runs[r]->ValueAtOtherOptimum(*results[o]);
+            const double here = results[r]->objective_value;
+            if (!(there > here)) continue;
+            if (there - here > kCrossRestartNats && round < kMaxCrossRounds) {
+              const std::string origin = absl::StrCat(r == mll ? "MAP" : "MLL", " optimum");
+              outcomes[r].emplace_back();
+              const Eigen::VectorXd point = results[o]->raw;
+              restarted.push_back(static_cast<size_t>(r));
+              tasks.push_back([&, run = r, point, origin] {
+                outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
+              });
+            } else {
+              GPSEL_RETURN_IF_ERROR(AdoptOtherOptimum(*runs[r], *results[o], *results[r]));
+              adopted = true;
+            }
+          }
+          if (tasks.empty()) {
+            if (adopted) continue;  // adopting may break the other invariant in turn: check again
+            break;
+          }
+          RunTasks(pool, tasks);
+          GPSEL_RETURN_IF_ERROR(first_error());
+          GPSEL_RETURN_IF_ERROR(finish(restarted));
+
+          std::vector<FitResult> out;
+          for (auto& result : results) out.push_back(*std::move(result));
+          return out;
+        }
+
+        absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
+                                                     const FitOptions& options,
+                                                     const ProgressCallback& progress) {
+          absl::StatusOr<std::vector<FitResult>> fits =
+              FitHyperparametersJointly(model, {objective}, options, progress);
+          if (!fits.ok()) return fits.status();
+          return std::move(fits->front());
+        }
+
+      }  // namespace gpsel

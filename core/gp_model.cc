@@ -9,6 +9,7 @@
 #include "gpsel/core/instrumentation.h"
 #include "gpsel/core/internal/kernel_evaluator.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -210,7 +211,7 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
   ScopedLikelihoodEvaluation observed(num_free(), num_points());  // core/instrumentation.h
   FlushDenormalsScope flush_denormals;
   Factorized f;
-  if (absl::Status s = Factorize(free_raw, gradient != nullptr, &f); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(Factorize(free_raw, gradient != nullptr, &f));
   if (gradient) {
     // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ and K_i = ∂K/∂r_i (Rasmussen & Williams
     // eq. 5.9); for the noise K_i = σ'(r)·I. W and K_i are symmetric, so the sum is the strict
@@ -333,12 +334,12 @@ HessianLayout ResolveHessianLayout(int n, int num_free, int num_kernel_free,
 absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::VectorXd& free_raw,
                                                                 const ProgressCallback& poll,
                                                                 const HessianTiling& tiling) const {
-  if (absl::Status s = tiling.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(tiling.Validate());
   const Progress poll_message = CancellationPoll();
   ScopedLikelihoodEvaluation observed(num_free(), num_points());
   FlushDenormalsScope flush_denormals;
   Factorized f;
-  if (absl::Status s = Factorize(free_raw, /*with_derivatives=*/false, &f); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(Factorize(free_raw, /*with_derivatives=*/false, &f));
   const int n = num_points();
   const int u = num_free();
   const int noise_index = static_cast<int>(parameters_.size()) - 1;
@@ -418,7 +419,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
   internal::PairGeometry geometry;
   std::vector<internal::KernelEvaluator::NodeValue> values;
   for (int p0 = 0; p0 < n; p0 += panel) {
-    if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(ReportProgress(poll, poll_message));
     const int rows = std::min(panel, n - p0), p1 = p0 + rows;
     const bool last = p1 == n;
     auto c_panel = [&](int k) {
@@ -434,7 +435,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
     for (int q0 = 0; q0 < p1 && kernel_count > 0; q0 += block_rows) {
       // Polled per row block: a block's products are at most u·2·(n/4)·256·n flops (about 2 s at
       // n = 10,000 and u = 7), so a cancelled request stops about that long after.
-      if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
+      GPSEL_RETURN_IF_ERROR(ReportProgress(poll, poll_message));
       const int q_rows = std::min(block_rows, p1 - q0);
       for (int c0 = 0; c0 < p1; c0 += tile) {
         const int cols = std::min(tile, p1 - c0);
@@ -466,7 +467,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
         panels.middleRows(below, diagonal).transpose() * panels.middleRows(below, diagonal);
   }
 
-  if (absl::Status s = ReportProgress(poll, poll_message); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(ReportProgress(poll, poll_message));
   // With nothing free (u = 0) v is n×0, and Eigen's self-adjoint product would bind a reference
   // to the first coefficient of an empty result (undefined behaviour, which UBSan reports): there
   // is no term to make then.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -164,7 +165,7 @@ std::vector<std::string> ChangeLabels(const KernelExpr& kernel) {
 
 absl::StatusOr<std::vector<HyperparameterInfo>> DescribeHyperparameters(
     const KernelExpr& kernel, const HyperparameterSettings& settings) {
-  if (absl::Status s = settings.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(settings.Validate());
   std::vector<const KernelExpr*> owners;
   CollectOwners(kernel, &owners);
   const std::vector<std::string> labels = LeafLabels(kernel);

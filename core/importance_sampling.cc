@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "gpsel/core/internal/ellipsoid.h"
 #include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -214,7 +215,7 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   };
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   if (!log_likelihood) return absl::InvalidArgumentError("log_likelihood: must be set");
   const int u = static_cast<int>(prior_mean.size());
   if (u < 1) return absl::InvalidArgumentError("prior_mean: must have at least one entry");
@@ -385,7 +386,7 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
                std::min(1.0, std::pow(options.target_error / std::max(estimate.error, 1e-300), 2)),
                absl::StrFormat("%d samples, log Z %.3f ± %.3f, Pareto k %.2f", total,
                                estimate.log_evidence, estimate.error, estimate.pareto_k)};
-    if (absl::Status s = ReportProgress(report, p); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(ReportProgress(report, p));
     if (target_met && tail_ok) break;
     if (out_of_time) {
       result.partial = true;

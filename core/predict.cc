@@ -12,6 +12,7 @@
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -118,7 +119,7 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
   Eigen::MatrixXd k = model.CrossCovariance(none, data.x, data.x);
   k.diagonal().array() += noise;
   SpdFactorization cholesky;
-  if (absl::Status s = cholesky.Compute(std::move(k)); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(cholesky.Compute(std::move(k)));
   const Eigen::VectorXd alpha = cholesky.Solve(model.y());
   const Standardization& standardization = prepared->standardization;
   const double scale = standardization.applied ? standardization.scale : 1.0;
@@ -145,12 +146,9 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
     }
   }
   for (Eigen::Index start = 0; start < m; start += block) {
-    if (absl::Status s = ReportProgress(
-            progress, Progress{"predict", static_cast<double>(start) / m,
-                               absl::StrFormat("%d of %d points", start, m)});
-        !s.ok()) {
-      return s;
-    }
+    GPSEL_RETURN_IF_ERROR(
+        ReportProgress(progress, Progress{"predict", static_cast<double>(start) / m,
+                                          absl::StrFormat("%d of %d points", start, m)}));
     const Eigen::Index cols = std::min(block, m - start);
     const auto rows = x_new.middleRows(start, cols);
     const Eigen::MatrixXd k_star = model.CrossCovariance(none, data.x, rows);  // n × cols
@@ -200,7 +198,7 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
                                             const Eigen::MatrixXd& x_new,
                                             const PredictOptions& options,
                                             const ProgressCallback& progress) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   PredictResult out;
   out.kernel = ToString(kernel);
   out.hyperparameters = options.hyperparameters;

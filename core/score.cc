@@ -23,6 +23,7 @@
 #include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -215,7 +216,7 @@ std::vector<std::string> PeriodsOutOfPriorReach(const std::vector<PriorSummary>&
 
 absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& scaling,
                                          const HyperparameterSettings& settings) {
-  if (absl::Status s = scaling.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(scaling.Validate());
   ScaledInputs out;
   switch (scaling.mode) {
     case XScaling::Mode::kNone:
@@ -243,9 +244,9 @@ absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& sc
 }
 
 absl::Status ScoreOptions::Validate() const {
-  if (absl::Status s = fit.Validate(); !s.ok()) return s;
-  if (absl::Status s = scale_x.Validate(); !s.ok()) return s;
-  if (absl::Status s = hyperparameters.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(fit.Validate());
+  GPSEL_RETURN_IF_ERROR(scale_x.Validate());
+  GPSEL_RETURN_IF_ERROR(hyperparameters.Validate());
   for (double r : laplace_r) {
     if (!std::isfinite(r)) return absl::InvalidArgumentError("laplace_r: must be finite");
   }
@@ -391,7 +392,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
                                             const KernelScore* earlier,
                                             const ProgressCallback& progress) {
   const auto started = std::chrono::steady_clock::now();
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   absl::StatusOr<PreparedModel> prepared = PrepareModel(
       data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();
@@ -498,9 +499,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
       score.map_fit = *std::move(fit);
     }
 
-    if (absl::Status s = ReportProgress(progress, {"hessian", 0.95, "Laplace Hessian"}); !s.ok()) {
-      return s;
-    }
+    GPSEL_RETURN_IF_ERROR(ReportProgress(progress, {"hessian", 0.95, "Laplace Hessian"}));
     // H = −∇²(log lik + log prior) at the MAP optimum: the fit's final Newton check computed
     // exactly this matrix at exactly this point, so it is reused when there.
     Eigen::MatrixXd h;

@@ -30,6 +30,7 @@
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 namespace {
@@ -167,14 +168,12 @@ absl::Status ValidateSettingsNames(const HyperparameterSettings& settings,
   for (const auto& [name, prior] : settings.prior_overrides) {
     HyperparameterSettings single;
     single.prior_overrides[name] = prior;
-    if (absl::Status s = check(single); !s.ok()) return s;
-  }
-  for (const auto& [name, value] : settings.fixed_values) {
-    HyperparameterSettings single;
-    single.fixed_values[name] = value;
-    if (absl::Status s = check(single); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+    GPSEL_RETURN_IF_ERROR(check(single));
+    for (const auto& [name, value] : settings.fixed_values) {
+      HyperparameterSettings single;
+      single.fixed_values[name] = value;
+      GPSEL_RETURN_IF_ERROR(check(single));
+      return absl::OkStatus();
 }
 
 std::string FormatDouble(double value) { return absl::StrFormat("%.17g", value); }
@@ -713,8 +712,8 @@ class KernelSearchRun {
 };
 
 absl::Status KernelSearchRun::Prepare() {
-  if (absl::Status s = options_.Validate(); !s.ok()) return s;
-  if (absl::Status s = ValidateDataset(data_); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options_.Validate());
+  GPSEL_RETURN_IF_ERROR(ValidateDataset(data_));
   base_kernels_ = options_.base_kernels.empty() ? DefaultBaseKernels() : options_.base_kernels;
   for (const KernelExpr& base : base_kernels_) {
     if (base.active_dim >= data_.num_dims()) {
@@ -728,11 +727,8 @@ absl::Status KernelSearchRun::Prepare() {
       !s.ok()) {
     return s.status();
   }
-  if (absl::Status s = ValidateSettingsNames(options_.score.hyperparameters, base_kernels_,
-                                             options_.max_depth);
-      !s.ok()) {
-    return s;
-  }
+  GPSEL_RETURN_IF_ERROR(
+      ValidateSettingsNames(options_.score.hyperparameters, base_kernels_, options_.max_depth));
   threads_ = options_.threads;
   if (threads_ == 0) threads_ = std::max(1u, std::thread::hardware_concurrency());
   pool_ = std::make_unique<ThreadPool>(threads_);
@@ -747,10 +743,7 @@ absl::Status KernelSearchRun::Prepare() {
     scorer_ = MakeMetricScorer(*core_metric_, score_options_);
   }
   if (cache_ != nullptr) {
-    if (absl::Status s = cache_->Bind(Fingerprint(data_, options_, options_.scorer != nullptr));
-        !s.ok()) {
-      return s;
-    }
+    GPSEL_RETURN_IF_ERROR(cache_->Bind(Fingerprint(data_, options_, options_.scorer != nullptr)));
   }
   return absl::OkStatus();
 }
@@ -877,9 +870,8 @@ absl::Status KernelSearchRun::ScoreElsewhere(int depth, std::vector<Slot>& slots
     RecordResult(slot);
     // As on the search's own threads: a candidate that ran out of memory stops the search.
     if (absl::IsResourceExhausted(slot.result.status())) return slot.result.status();
-    if (absl::Status s = ReportCandidate(depth, slot, ++done, total); !s.ok()) return s;
-  }
-  return StoreStep(slots, to_score);
+    GPSEL_RETURN_IF_ERROR(ReportCandidate(depth, slot, ++done, total));
+    return StoreStep(slots, to_score);
 }
 
 absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {
@@ -1099,7 +1091,7 @@ absl::Status KernelSearchRun::ScoreBestAndKept(const Slot& best,
 
 absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   const auto start = std::chrono::steady_clock::now();
-  if (absl::Status s = Prepare(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(Prepare());
   ScoreCache local_cache;
   if (cache_ == nullptr) cache_ = &local_cache;
 
@@ -1124,7 +1116,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
       break;
     }
 
-    if (absl::Status s = ScoreStep(depth, slots); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(ScoreStep(depth, slots));
 
     std::vector<int> ranked;
     for (int i = 0; i < static_cast<int>(slots.size()); ++i) {
@@ -1190,7 +1182,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
     }
   }
 
-  if (absl::Status s = ScoreBestAndKept(*best, kept_slots, &result); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(ScoreBestAndKept(*best, kept_slots, &result));
 
   result.seconds = SecondsSince(start);
   if (progress_) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -258,7 +259,7 @@ absl::StatusOr<Eigen::MatrixXd> SparseObjectiveHessian(const SparseGp& sparse,
 
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
                                           const ProgressCallback& progress) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   const int u = model.num_free();
   for (size_t i = 0; i < options.extra_starts.size(); ++i) {
     if (options.extra_starts[i].size() != u || !options.extra_starts[i].allFinite()) {
@@ -387,11 +388,8 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       }
       m = std::min(cap, static_cast<int>(std::ceil(options.growth * m)));
       value = -std::numeric_limits<double>::infinity();
-      if (absl::Status s = ReportProgress(progress, Progress{"sparse_fit", 0.0,
-                                                             absl::StrCat("m = ", m)});
-          !s.ok()) {
-        return s;
-      }
+      GPSEL_RETURN_IF_ERROR(
+          ReportProgress(progress, Progress{"sparse_fit", 0.0, absl::StrCat("m = ", m)}));
     }
     result.raw = theta;
     result.values = model.NaturalValues(theta);

@@ -11,6 +11,7 @@
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/internal/kernel_evaluator.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -88,7 +89,7 @@ SparseGp::~SparseGp() = default;
 
 absl::StatusOr<SparseGp> SparseGp::Create(const GpModel& model, Eigen::MatrixXd inducing,
                                           const SparseGpOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   if (inducing.rows() == 0) return absl::InvalidArgumentError("inducing: no points");
   if (inducing.cols() != model.x().cols()) {
     return absl::InvalidArgumentError(absl::StrCat("inducing: has ", inducing.cols(),
@@ -107,7 +108,7 @@ absl::StatusOr<SparseGp> SparseGp::Create(const GpModel& model, Eigen::MatrixXd 
 
 absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
                                               bool with_gradient) const {
-  if (absl::Status s = CheckRaw(*model_, free_raw); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(CheckRaw(*model_, free_raw));
   FlushDenormalsScope flush_denormals;
   const MatrixXd& x = model_->x();
   const VectorXd& y = model_->y();
@@ -305,8 +306,8 @@ Eigen::VectorXd KernelDiagonal(const GpModel& model, const Eigen::VectorXd& free
 absl::StatusOr<InducingSelection> SelectInducingPoints(const GpModel& model,
                                                        const Eigen::VectorXd& free_raw,
                                                        const InducingSelectionOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  if (absl::Status s = CheckRaw(model, free_raw); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
+  GPSEL_RETURN_IF_ERROR(CheckRaw(model, free_raw));
   const MatrixXd& x = model.x();
   const Index n = x.rows();
   const VectorXd full = model.ExpandRaw(free_raw);

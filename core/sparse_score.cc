@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "gpsel/core/internal/data_starts.h"
 #include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 
@@ -29,8 +30,8 @@ double LaplaceR(Metric metric, int n) {
 }  // namespace
 
 absl::Status SparseScoreOptions::Validate() const {
-  if (absl::Status s = fit.Validate(); !s.ok()) return s;
-  if (absl::Status s = scale_x.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(fit.Validate());
+  GPSEL_RETURN_IF_ERROR(scale_x.Validate());
   return hyperparameters.Validate();
 }
 
@@ -51,7 +52,7 @@ std::string SparseKernelScore::Summary() const {
 absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const KernelExpr& kernel,
                                                     const SparseScoreOptions& options,
                                                     const ProgressCallback& progress) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   absl::StatusOr<PreparedModel> prepared = PrepareModel(
       data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel::cli {
 
@@ -203,7 +204,7 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromFlags(const FitFlags& flags) {
   absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags);
   if (!scale_x.ok()) return scale_x.status();
   options.scale_x = *scale_x;
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   return options;
 }
 
@@ -254,7 +255,7 @@ absl::StatusOr<SearchOptions> SearchOptionsFromFlags(const SearchFlags& search,
     sampling.seed = fit.seed;
     options.scorer = MakeEvidenceScorer(options.score, sampling);
   }
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   return options;
 }
 
@@ -280,7 +281,7 @@ absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& 
     }
     settings.fixed_values[name_value[0]] = value;
   }
-  if (absl::Status s = settings.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(settings.Validate());
   return settings;
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel::report {
 namespace {
@@ -329,7 +330,7 @@ absl::Status RenderFigure(const FigureSpec& figure, const std::string& svg_path,
   }
   // The svg driver takes its page size in points at 72 per inch, so a 960 × 480 page is
   // 960 × 480 SVG user units; the PNG is the same number of pixels.
-  if (absl::Status s = DrawTo(figure, "svg", svg_path, 72.0); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(DrawTo(figure, "svg", svg_path, 72.0));
   return DrawTo(figure, "pngcairo", png_path, 72.0);
 }
 

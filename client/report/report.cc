@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "gpsel/core/change_summary.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel::report {
 namespace {
@@ -810,7 +811,7 @@ absl::StatusOr<std::vector<FigureSpec>> BuildFigures(const ReportInputs& in,
 }
 
 absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
   ReportResult result;
   absl::StatusOr<std::vector<FigureSpec>> figures = BuildFigures(in, &result.omitted);
   if (!figures.ok()) return figures.status();
@@ -832,7 +833,7 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
       spec.height = options.height;
     }
     FigureSummary summary = Summarize(spec, options.out_dir);
-    if (absl::Status s = RenderFigure(spec, summary.svg_path, summary.png_path); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(RenderFigure(spec, summary.svg_path, summary.png_path));
     absl::StatusOr<std::string> svg = ReadFile(summary.svg_path);
     if (!svg.ok()) return svg.status();
     int series = 0;

@@ -1,5 +1,6 @@
 // PrepareModel; see prepared_model.h.
 #include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/status_macros.h"
 
 #include <utility>
 
@@ -8,7 +9,7 @@ namespace gpsel {
 absl::StatusOr<PreparedModel> PrepareModel(const Dataset& data, const KernelExpr& kernel,
                                            bool standardize, const XScaling& scale_x,
                                            const HyperparameterSettings& settings) {
-  if (absl::Status s = ValidateDataset(data); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(ValidateDataset(data));
   absl::StatusOr<Standardization> standardization = ComputeStandardization(data.y, standardize);
   if (!standardization.ok()) return standardization.status();
   absl::StatusOr<ScaledInputs> inputs = ScaleInputs(data, scale_x, settings);

@@ -1,5 +1,6 @@
 // Conversions between gpsel.v1 messages and core types; see convert.h.
 #include "gpsel/proto/bridge/convert.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/unlisted_violations.h"
 
 #include <algorithm>
@@ -272,7 +273,7 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& reque
     options.nested_parents.push_back(
         {*std::move(kernel), std::make_shared<const KernelScore>(FromProto(parent))});
   }
-  if (absl::Status s = ViolationsStatus(violations); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(ViolationsStatus(violations));
   return options;
 }
 
@@ -841,7 +842,7 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
   options.score_kept_kernels = request.score_kept_kernels();
   ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
   options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
-  if (absl::Status s = ViolationsStatus(violations); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(ViolationsStatus(violations));
   return options;
 }
 

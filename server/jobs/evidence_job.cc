@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "gpsel/core/evidence.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/convert.h"
 #include "gpsel/v1/model_selection.pb.h"
 
@@ -104,7 +105,7 @@ absl::Status RegisterEvidenceJobKind(JobKindRegistry* registry, const ServiceLim
   };
   evidence.describe = describe;
   evidence.result_to_proto = result_to_proto;
-  if (absl::Status s = registry->Register(std::move(evidence)); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(registry->Register(std::move(evidence)));
   JobKind run;
   run.name = kEvidenceRunJobKind;
   run.execute = [limits](std::string_view request, const ProgressCallback& progress,

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 namespace {
@@ -70,8 +71,8 @@ class JobRunner::Tasks final : public JobTasks {
     }
     BatchRun run(*this, std::string(batch), static_cast<int>(requests.size()), local_parallelism,
                  progress);
-    if (absl::Status s = run.Submit(kind, requests); !s.ok()) return s;
-    if (absl::Status s = run.WaitForTasks(); !s.ok()) return s;
+    GPSEL_RETURN_IF_ERROR(run.Submit(kind, requests));
+    GPSEL_RETURN_IF_ERROR(run.WaitForTasks());
     return run.Results();
   }
 
@@ -102,8 +103,7 @@ class JobRunner::Tasks final : public JobTasks {
         if (!absl::IsUnavailable(submitted.status())) {
           return StoreErrorForJob(submitted.status());
         }
-        if (absl::Status s = WaitAWhile(); !s.ok()) return s;
-      }
+        GPSEL_RETURN_IF_ERROR(WaitAWhile());
     }
 
     // Until every task has succeeded: polls the store, reports the tasks' mean progress, and
@@ -117,7 +117,7 @@ class JobRunner::Tasks final : public JobTasks {
           if (!absl::IsUnavailable(tasks.status())) {
             return FailJob(StoreErrorForJob(tasks.status()));
           }
-          if (absl::Status s = WaitAWhile(); !s.ok()) return s;
+          GPSEL_RETURN_IF_ERROR(WaitAWhile());
           continue;
         }
         if (static_cast<int>(tasks->size()) != n_) {
@@ -145,11 +145,9 @@ class JobRunner::Tasks final : public JobTasks {
                                   " running");
           // A cancelled job's tasks were cancelled with it (JobStore::RequestCancel); at
           // shutdown or with the job's lease lost they carry on elsewhere: nothing to cancel.
-          if (absl::Status s = Report(message_); !s.ok()) return s;
-        }
-        if (absl::Status s = RunLocalTasks(); !s.ok()) return s;
-        if (absl::Status s = WaitAWhile(); !s.ok()) return s;
-      }
+          GPSEL_RETURN_IF_ERROR(Report(message_));
+          GPSEL_RETURN_IF_ERROR(RunLocalTasks());
+          GPSEL_RETURN_IF_ERROR(WaitAWhile());
     }
 
     // The tasks' results in request order, once all have succeeded.
@@ -158,7 +156,7 @@ class JobRunner::Tasks final : public JobTasks {
         absl::StatusOr<std::vector<Job>> done = store_->ListTasks(tasks_.job_.id, batch_, true);
         if (!done.ok()) {
           if (!absl::IsUnavailable(done.status())) return StoreErrorForJob(done.status());
-          if (absl::Status s = WaitAWhile(); !s.ok()) return s;
+          GPSEL_RETURN_IF_ERROR(WaitAWhile());
           continue;
         }
         std::vector<std::string> results;
@@ -271,7 +269,7 @@ class JobRunner::Tasks final : public JobTasks {
     // first, so that a cancellation or shutdown is heard while the store is unreachable too.
     absl::Status WaitAWhile() {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (absl::Status s = Report(message_); !s.ok()) return s;
+      GPSEL_RETURN_IF_ERROR(Report(message_));
       const int running_before = local_running_;
       JobRunner* runner = tasks_.runner_;
       local_done_.wait_for(lock, absl::ToChronoMilliseconds(runner->options_.poll_interval), [&] {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "gpsel/core/score.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/convert.h"
 #include "gpsel/v1/job_tasks.pb.h"
 #include "gpsel/v1/model_selection.pb.h"
@@ -103,7 +104,7 @@ absl::Status RegisterScoreJobKinds(JobKindRegistry* registry, const ServiceLimit
       *job->mutable_score_result() = std::move(parsed);
     }
   };
-  if (absl::Status s = registry->Register(std::move(score)); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(registry->Register(std::move(score)));
   JobKind kernel;
   kernel.name = kScoreKernelJobKind;
   kernel.execute = [limits](std::string_view request, const ProgressCallback& progress,

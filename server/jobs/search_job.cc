@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "gpsel/core/search.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/convert.h"
 #include "gpsel/v1/job_tasks.pb.h"
 #include "gpsel/v1/model_selection.pb.h"
@@ -117,7 +118,7 @@ absl::Status RegisterSearchJobKinds(JobKindRegistry* registry, const ServiceLimi
       *job->mutable_search_result() = std::move(parsed);
     }
   };
-  if (absl::Status s = registry->Register(std::move(search)); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(registry->Register(std::move(search)));
   JobKind candidate;
   candidate.name = kSearchCandidateJobKind;
   candidate.execute = [limits](std::string_view request, const ProgressCallback& progress,

@@ -16,6 +16,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/server/jobs/evidence_job.h"
 #include "gpsel/server/jobs/score_job.h"
 #include "gpsel/server/jobs/search_job.h"
@@ -95,19 +96,18 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
 
 // The security set-up (issue 33): refused before anything is opened or listens.
 absl::Status CheckSecuritySetUp(const ServerOptions& options) {
-  if (absl::Status s = CheckAuthToken(options.service.auth_token); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(CheckAuthToken(options.service.auth_token));
   if (!options.tls_key_file.empty()) {
-    if (absl::Status s = CheckSecretFile(options.tls_key_file, "--tls-key"); !s.ok()) return s;
-  }
-  if (options.tls_cert_file.empty() && options.service.auth_token.empty() &&
-      !IsLoopbackListenAddress(options.listen)) {
-    const std::string problem = absl::StrCat(
-        "--listen ", options.listen,
-        ": plaintext gRPC without a token on an address other hosts can reach lets anyone "
-        "there run jobs; give --tls-cert/--tls-key or --auth-token-file, listen on 127.0.0.1, "
-        "or pass --allow-insecure-plaintext where the network is private");
-    if (!options.allow_insecure_plaintext) return absl::InvalidArgumentError(problem);
-    std::cerr << "gpsel-server: WARNING: INSECURE: " << problem << "\n";
+    GPSEL_RETURN_IF_ERROR(CheckSecretFile(options.tls_key_file, "--tls-key"));
+    if (options.tls_cert_file.empty() && options.service.auth_token.empty() &&
+        !IsLoopbackListenAddress(options.listen)) {
+      const std::string problem = absl::StrCat(
+          "--listen ", options.listen,
+          ": plaintext gRPC without a token on an address other hosts can reach lets anyone "
+          "there run jobs; give --tls-cert/--tls-key or --auth-token-file, listen on 127.0.0.1, "
+          "or pass --allow-insecure-plaintext where the network is private");
+      if (!options.allow_insecure_plaintext) return absl::InvalidArgumentError(problem);
+      std::cerr << "gpsel-server: WARNING: INSECURE: " << problem << "\n";
   }
   return absl::OkStatus();
 }
@@ -135,8 +135,8 @@ int64_t AutomaticRequestBudget(int rpc_workers, int job_workers) {
 }
 
 absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  if (absl::Status s = CheckSecuritySetUp(options); !s.ok()) return s;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
+  GPSEL_RETURN_IF_ERROR(CheckSecuritySetUp(options));
   const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int workers = options.rpc_workers > 0 ? options.rpc_workers : hardware;
   ServiceLimits& limits = options.service.limits;
@@ -161,15 +161,9 @@ absl::StatusOr<std::unique_ptr<GpselServer>> GpselServer::Start(ServerOptions op
   // Every job kind this server runs and shows (server/jobs/job_kind.h); a new kind adds its
   // Register...JobKind call here. The runner and the service share the registry.
   auto job_kinds = std::make_shared<JobKindRegistry>();
-  if (absl::Status s = RegisterEvidenceJobKind(job_kinds.get(), options.service.limits); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = RegisterSearchJobKinds(job_kinds.get(), options.service.limits); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = RegisterScoreJobKinds(job_kinds.get(), options.service.limits); !s.ok()) {
-    return s;
-  }
+  GPSEL_RETURN_IF_ERROR(RegisterEvidenceJobKind(job_kinds.get(), options.service.limits));
+  GPSEL_RETURN_IF_ERROR(RegisterSearchJobKinds(job_kinds.get(), options.service.limits));
+  GPSEL_RETURN_IF_ERROR(RegisterScoreJobKinds(job_kinds.get(), options.service.limits));
   if (options.jobs.workers > 0) {
     server->runner_ = std::make_unique<JobRunner>(server->store_.get(), job_kinds, options.jobs,
                                                   server->metrics_.get());

@@ -1,5 +1,6 @@
 // ModelSelectionServiceImpl; see service.h.
 #include "gpsel/server/service/service.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/server/service/startup_checks.h"
 
 #include <chrono>
@@ -442,7 +443,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ServeCpuUnary(
         ProgressCallback cancel = CallCancellation(reactor->cancelled(), deadline);
         const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
           // It may have waited in the queue.
-          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
+          GPSEL_RETURN_IF_ERROR(cancel(CancellationPoll()));
           return work(*request, cancel, response);
         });
         if (!status.ok()) response->Clear();
@@ -497,7 +498,7 @@ grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
         };
         std::optional<v1::SearchResponse> final_event;
         const absl::Status status = RunGuardingMemory([&]() -> absl::Status {
-          if (absl::Status s = cancel(CancellationPoll()); !s.ok()) return s;
+          GPSEL_RETURN_IF_ERROR(cancel(CancellationPoll()));
           absl::StatusOr<SearchResult> result = RunKernelSearch(work->data, work->options, progress);
           if (!result.ok()) return AttachField(result.status(), "search");
           final_event.emplace();

@@ -4,7 +4,7 @@
 // warned about, loudly, when --allow-insecure-plaintext says the network is private). And the
 // reflection service, registered by gRPC's plugin rather than by gpsel, asks for the token too.
 //
-//   if (absl::Status s = gpsel::CheckSecretFile(path, "--tls-key"); !s.ok()) return s;
+//   GPSEL_RETURN_IF_ERROR(gpsel::CheckSecretFile(path, "--tls-key"));
 //   builder.experimental().SetInterceptorCreators(...ReflectionAuthInterceptorFactory(token));
 #ifndef GPSEL_SERVICE_STARTUP_CHECKS_H_
 #define GPSEL_SERVICE_STARTUP_CHECKS_H_
@@ -17,6 +17,7 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include "absl/status/status.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel {
 

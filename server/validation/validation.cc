@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/score.h"
+#include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/unlisted_violations.h"
 
 namespace gpsel {
@@ -331,13 +332,12 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
     sizes.EntryBytes("metrics", request.metrics(), kMaxListEntryBytes);
     sizes.Count("laplace_r", request.laplace_r_size(), kMaxLaplaceRValues);
     sizes.Fit("fit", request.fit());
-    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
-  }
-  Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-  const int d = data ? data->num_dims() : 0;
-  if (request.kernels_size() == 0) {
-    v.Add("kernels", "is empty: give at least one kernel expression");
+    GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
+    Violations v;
+    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+    const int d = data ? data->num_dims() : 0;
+    if (request.kernels_size() == 0) {
+      v.Add("kernels", "is empty: give at least one kernel expression");
   } else if (request.kernels_size() > limits.max_kernels_per_request) {
     v.Add("kernels",
           absl::StrCat("has ", request.kernels_size(), " entries, more than the limit of ",
@@ -392,24 +392,23 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
     sizes.Count("metrics", request.metrics_size(), kMaxMetricsPerRequest);
     sizes.EntryBytes("metrics", request.metrics(), kMaxListEntryBytes);
     sizes.Fit("fit", request.fit());
-    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
-  }
-  Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-  const int d = data ? data->num_dims() : 0;
-  // Base kernels, metric(s) and fit options, each parsed once (proto/bridge/convert.h); here only the
-  // server's limits and the columns the base kernels read.
-  absl::StatusOr<SearchOptions> options = bridge::SearchOptionsFromProto(request);
-  v.AddAll(options.status());
-  if (options.ok()) {
-    for (size_t i = 0; i < options->base_kernels.size(); ++i) {
-      const KernelExpr& base = options->base_kernels[i];
-      if (d > 0 && base.active_dim >= d) {
-        v.Add(absl::StrCat("base_kernels[", i, "]"),
-              absl::StrCat("reads input column ", base.active_dim, " but the dataset has ", d,
-                           " column(s)"));
+    GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
+    Violations v;
+    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+    const int d = data ? data->num_dims() : 0;
+    // Base kernels, metric(s) and fit options, each parsed once (proto/bridge/convert.h); here only
+    // the server's limits and the columns the base kernels read.
+    absl::StatusOr<SearchOptions> options = bridge::SearchOptionsFromProto(request);
+    v.AddAll(options.status());
+    if (options.ok()) {
+      for (size_t i = 0; i < options->base_kernels.size(); ++i) {
+        const KernelExpr& base = options->base_kernels[i];
+        if (d > 0 && base.active_dim >= d) {
+          v.Add(absl::StrCat("base_kernels[", i, "]"),
+                absl::StrCat("reads input column ", base.active_dim, " but the dataset has ", d,
+                             " column(s)"));
+        }
       }
-    }
   }
   if (request.max_depth() < 0 || request.max_depth() > limits.max_search_depth) {
     v.Add("max_depth", absl::StrCat("must be in [0, ", limits.max_search_depth, "] (0 = default ",
@@ -433,10 +432,7 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   ValidSearch out;
   out.data = *std::move(data);
   out.options = *std::move(options);
-  if (absl::Status s = CheckMemoryBudget(EstimateSearchMemory(out.data, out.options), limits);
-      !s.ok()) {
-    return s;
-  }
+  GPSEL_RETURN_IF_ERROR(CheckMemoryBudget(EstimateSearchMemory(out.data, out.options), limits));
   return out;
 }
 
@@ -446,15 +442,14 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
     SizeChecks sizes;
     sizes.ParameterMap("hyperparameters", request.hyperparameters());
     sizes.Fit("fit", request.fit());
-    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
-  }
-  Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-  const int d = data ? data->num_dims() : 0;
-  std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
-  const v1::Matrix& x_new = request.x_new();
-  if (x_new.rows() <= 0) {
-    v.Add("x_new.rows", "must be at least 1");
+    GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
+    Violations v;
+    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+    const int d = data ? data->num_dims() : 0;
+    std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
+    const v1::Matrix& x_new = request.x_new();
+    if (x_new.rows() <= 0) {
+      v.Add("x_new.rows", "must be at least 1");
   } else if (x_new.rows() > limits.max_predict_points) {
     v.Add("x_new.rows", absl::StrCat("is ", x_new.rows(), ", more than the limit of ",
                                      limits.max_predict_points));
@@ -525,11 +520,8 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
-  if (absl::Status s = CheckMemoryBudget(
-          EstimatePredictMemory(out.data, out.kernel, out.x_new.rows(), out.options), limits);
-      !s.ok()) {
-    return s;
-  }
+  GPSEL_RETURN_IF_ERROR(CheckMemoryBudget(
+      EstimatePredictMemory(out.data, out.kernel, out.x_new.rows(), out.options), limits));
   return out;
 }
 
@@ -538,16 +530,15 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
   {
     SizeChecks sizes;
     sizes.Fit("options.fit", request.options().fit());
-    if (absl::Status s = sizes.ToStatus(); !s.ok()) return s;
-  }
-  Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-  const int d = data ? data->num_dims() : 0;
-  std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
-  const v1::EvidenceOptions& o = request.options();
-  if (o.live_points() < 0 || o.live_points() > limits.max_live_points) {
-    v.Add("options.live_points",
-          absl::StrCat("must be in [0, ", limits.max_live_points, "] (0 = automatic)"));
+    GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
+    Violations v;
+    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+    const int d = data ? data->num_dims() : 0;
+    std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
+    const v1::EvidenceOptions& o = request.options();
+    if (o.live_points() < 0 || o.live_points() > limits.max_live_points) {
+      v.Add("options.live_points",
+            absl::StrCat("must be in [0, ", limits.max_live_points, "] (0 = automatic)"));
   }
   if (!std::isfinite(o.dlogz()) || o.dlogz() < 0) v.Add("options.dlogz", "must be finite and >= 0");
   if (!std::isfinite(o.dynamic_target_error()) || o.dynamic_target_error() < 0) {

@@ -15,6 +15,9 @@
 #include "gpsel/core/predict.h"
 #include "gpsel/core/score.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -73,7 +76,7 @@ TEST_F(CancellationTest, ScoreStopsWithinOneEvaluationWhereverItIsCancelled) {
     counter_.evaluations_at_cancel = 0;
     counter_.cancel_after = k;
     absl::StatusOr<KernelScore> cancelled = ScoreKernel(data, kernel, options, counter_.Callback());
-    EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << "cancelled after " << k;
+    EXPECT_THAT(cancelled, StatusIs(absl::StatusCode::kCancelled)) << "cancelled after " << k;
     EXPECT_LE(counter_.evaluations.load() - k, 1) << "cancelled after " << k << " of " << total;
   }
 }
@@ -87,7 +90,7 @@ TEST_F(CancellationTest, FitStartsOnThreadsStopWithinOneEvaluationEach) {
   counter_.cancel_after = 10;
   absl::StatusOr<KernelScore> cancelled =
       ScoreKernel(data, *ParseKernel("C*SE*PER"), options, counter_.Callback());
-  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(cancelled, StatusIs(absl::StatusCode::kCancelled));
   // Each of the 3 threads may finish the evaluation it was in.
   EXPECT_LE(counter_.evaluations.load() - 10, 3);
 }
@@ -103,7 +106,7 @@ TEST_F(CancellationTest, HessianPollsBetweenItsProducts) {
     return ++polls >= 3 ? absl::DeadlineExceededError("late") : absl::OkStatus();
   };
   absl::StatusOr<LikelihoodHessian> h = model->LogLikelihoodHessian(raw, poll);
-  EXPECT_EQ(h.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(h, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(polls, 3);
   // Without a poll (or one that never stops) the same call succeeds.
   EXPECT_TRUE(model->LogLikelihoodHessian(raw).ok());
@@ -117,7 +120,7 @@ TEST_F(CancellationTest, NestedSamplingStopsWithinOneLikelihoodCall) {
   counter_.cancel_after = 700;  // past the initial live points, inside the sampling loop
   absl::StatusOr<EvidenceResult> result =
       ComputeEvidence(data, *ParseKernel("C*SE"), options, counter_.Callback());
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kCancelled)) << result.status();
   EXPECT_LE(counter_.evaluations.load() - 700, 1);
 }
 
@@ -134,7 +137,7 @@ TEST_F(CancellationTest, PredictStopsBetweenBlocks) {
   };
   absl::StatusOr<Prediction> p =
       Predict(data, kernel, values, true, x_new, stop_at_third_block, /*block_columns=*/100);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(p, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(blocks, 3);  // 50 blocks in all: it stopped at the first check after the cancel
 }
 

@@ -27,6 +27,9 @@
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
 #include "tests/core/bundled_data.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -64,7 +67,7 @@ TEST(ChangeGrammarTest, ErrorsSayWhatAndWhere) {
   auto error = [](std::string_view text) {
     absl::StatusOr<KernelExpr> k = ParseKernel(text);
     EXPECT_FALSE(k.ok()) << text;
-    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(k, StatusIs(absl::StatusCode::kInvalidArgument)) << text;
     return std::string(k.status().message());
   };
   EXPECT_THAT(error("CP(SE)"), HasSubstr("two kernels"));

@@ -14,6 +14,9 @@
 
 #include "gpsel/core/dataset.h"
 #include "tests/core/bundled_data.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -139,7 +142,7 @@ TEST(AutoXScaleTest, IsExactlyHomogeneousInTheUnitsOfX) {
   EXPECT_NEAR(both->factor, std::sqrt(r * 4.0 * r), 1e-9);
   // A constant column cannot be scaled.
   two.col(1).setConstant(3.0);
-  EXPECT_EQ(AutoXScale(two, noise).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(AutoXScale(two, noise), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(NoiseVarianceTest, RecoversTheNoisePutIntoASmoothFunction) {

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -33,7 +36,7 @@ void ExpectInvalid(std::string_view text, const std::vector<std::string>& fragme
                    const DatasetLimits& limits = {}) {
   absl::StatusOr<Dataset> data = ParseCsv(text, limits);
   ASSERT_FALSE(data.ok()) << "accepted:\n" << text;
-  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument) << data.status();
+  EXPECT_THAT(data, StatusIs(absl::StatusCode::kInvalidArgument)) << data.status();
   for (const std::string& f : fragments) {
     EXPECT_THAT(Message(data.status()), HasSubstr(f)) << "input:\n" << text;
   }
@@ -170,21 +173,21 @@ TEST(DatasetCsvTest, LimitsApplyWhileParsing) {
 TEST(DatasetFileTest, MissingFileIsNotFound) {
   absl::StatusOr<Dataset> d = LoadCsvFile(::testing::TempDir() + "/gpsel_no_such_file.csv");
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(d, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(Message(d.status()), HasSubstr("gpsel_no_such_file.csv"));
-  EXPECT_EQ(LoadCsvFile("").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(LoadCsvFile(""), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(DatasetFileTest, FileErrorsNameThePathAndLine) {
   const std::string path = WriteTemp("bad.csv", "x,y\n1,2\n3,four\n");
   absl::StatusOr<Dataset> d = LoadCsvFile(path);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(d, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(Message(d.status()), HasSubstr(path));
   EXPECT_THAT(Message(d.status()), HasSubstr("line 3"));
   EXPECT_THAT(Message(d.status()), HasSubstr("column 2"));
   const std::string empty = WriteTemp("empty.csv", "");
-  EXPECT_EQ(LoadCsvFile(empty).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(LoadCsvFile(empty), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(DatasetFileTest, FileRoundTripWithMultipleColumns) {
@@ -235,7 +238,7 @@ void ExpectInvalidWith(std::string_view text, const CsvOptions& options,
                        const std::vector<std::string>& fragments) {
   absl::StatusOr<Dataset> data = ParseCsv(text, options, DatasetLimits{});
   ASSERT_FALSE(data.ok()) << "accepted:\n" << text;
-  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument) << data.status();
+  EXPECT_THAT(data, StatusIs(absl::StatusCode::kInvalidArgument)) << data.status();
   for (const std::string& f : fragments) {
     EXPECT_THAT(Message(data.status()), HasSubstr(f)) << "input:\n" << text;
   }
@@ -463,7 +466,7 @@ TEST(DatasetCsvOptionsTest, InputsTakeDatesAndTheDelimiter) {
   x = ParseCsvInputs("a;b\n1,5;2\n3;4\n");
   ASSERT_TRUE(x.ok()) << x.status();
   EXPECT_EQ(x->row(0), Eigen::RowVector2d(1.5, 2));
-  EXPECT_EQ(ParseCsvInputs("x\n1\nNA\n").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseCsvInputs("x\n1\nNA\n"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -561,12 +564,12 @@ TEST(DatasetStandardizeTest, ConstantTargetsCannotBeStandardised) {
   const Eigen::VectorXd y = Eigen::VectorXd::Constant(6, 3.7);
   absl::StatusOr<Standardization> s = ComputeStandardization(y, true);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(Message(s.status()), HasSubstr("y"));
-  EXPECT_EQ(ComputeStandardization(Eigen::VectorXd::Zero(3), true).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ComputeStandardization(Eigen::VectorXd::Ones(1), true).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeStandardization(Eigen::VectorXd::Zero(3), true),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ComputeStandardization(Eigen::VectorXd::Ones(1), true),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   // Constant y is fine when standardisation is off.
   EXPECT_TRUE(ComputeStandardization(y, false).ok());
   // Constants whose rounded mean is an ulp off give sd ≈ 1e-16·|y| rather than 0: still constant
@@ -575,7 +578,7 @@ TEST(DatasetStandardizeTest, ConstantTargetsCannotBeStandardised) {
            {3.7, 3}, {3.7, 24}, {0.1, 10}, {316.1, 521}, {1e-3, 24}, {-0.3, 10}}) {
     absl::StatusOr<Standardization> t =
         ComputeStandardization(Eigen::VectorXd::Constant(n, value), true);
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument))
         << value << " × " << n << ": scale " << (t.ok() ? t->scale : 0.0);
   }
   // Small but real variation is standardised, whatever the magnitude.

@@ -21,6 +21,9 @@
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -256,8 +259,8 @@ TEST(EvidenceTest, ScaledXIsTheModelOfTheScaledData) {
   EXPECT_GT(std::abs(unscaled->log_evidence - exact), 0.2);
   options.scale_x.mode = XScaling::Mode::kFactor;
   options.scale_x.factor = -1.0;
-  EXPECT_EQ(ComputeEvidence(tenths, Kernel("SE"), options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeEvidence(tenths, Kernel("SE"), options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(EvidenceTest, LinAndMat32OnPaperData) {
@@ -567,15 +570,14 @@ TEST(EvidenceTest, RunsFromAnExecutorMergeIntoTheInProcessResult) {
       -> absl::StatusOr<std::vector<NestedSamplingResult>> {
     return std::vector<NestedSamplingResult>(1);
   };
-  EXPECT_EQ(ComputeEvidence(data, se, short_of_runs).status().code(),
-            absl::StatusCode::kInternal);
+  EXPECT_THAT(ComputeEvidence(data, se, short_of_runs), StatusIs(absl::StatusCode::kInternal));
   // Its errors (cancellation, a failed run) are the computation's.
   EvidenceOptions cancelled = options;
   cancelled.run_nested_runs = [](int, const ProgressCallback&)
       -> absl::StatusOr<std::vector<NestedSamplingResult>> {
     return absl::CancelledError("job cancelled");
   };
-  EXPECT_EQ(ComputeEvidence(data, se, cancelled).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(ComputeEvidence(data, se, cancelled), StatusIs(absl::StatusCode::kCancelled));
   // One run never goes to the executor.
   EvidenceOptions single = elsewhere;
   single.sampling.num_runs = 1;
@@ -597,7 +599,7 @@ TEST(EvidenceTest, CallbackCancels) {
         EXPECT_LE(p.fraction, 1.0);
         return ++calls >= 2 ? absl::CancelledError("stop now") : absl::OkStatus();
       });
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(e, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_THAT(e.status().message(), HasSubstr("stop now"));
   EXPECT_EQ(calls, 2);  // not called again after cancelling
 }
@@ -625,29 +627,29 @@ TEST(EvidenceTest, ValidationErrors) {
   EvidenceOptions options;
   options.standardize = false;
   absl::StatusOr<EvidenceResult> e = ComputeEvidence(data, Kernel("SE[2]"), options);
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+  EXPECT_THAT(e, StatusIs(absl::StatusCode::kInvalidArgument)) << e.status();
 
   EvidenceOptions bad = options;
   bad.sampling.dlogz = -1;
-  EXPECT_EQ(ComputeEvidence(data, Kernel("SE"), bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeEvidence(data, Kernel("SE"), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   bad = options;
   bad.sampling.max_likelihood_calls = 0;
-  EXPECT_EQ(ComputeEvidence(data, Kernel("SE"), bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeEvidence(data, Kernel("SE"), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   bad = options;
   bad.hyperparameters.fixed_values["SE.nonsense"] = 1.0;
-  EXPECT_EQ(ComputeEvidence(data, Kernel("SE"), bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeEvidence(data, Kernel("SE"), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   bad = options;
   bad.hyperparameters.prior_overrides["SE.lengthscale"] = NormalPrior{0.0, -1.0};
-  EXPECT_EQ(ComputeEvidence(data, Kernel("SE"), bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeEvidence(data, Kernel("SE"), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 
   Dataset nan_data = data;
   nan_data.y[3] = std::nan("");
-  EXPECT_EQ(ComputeEvidence(nan_data, Kernel("SE"), options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ComputeEvidence(nan_data, Kernel("SE"), options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -33,6 +33,9 @@
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/predict.h"
 #include "gpsel/core/score.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -343,13 +346,13 @@ TEST(FitRestartsTest, ParallelStartsStopOnOneCancellation) {
   };
   absl::StatusOr<FitResult> fit =
       FitHyperparameters(model, FitObjective::kMaximumAPosteriori, options, cancel_soon);
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(fit, StatusIs(absl::StatusCode::kCancelled));
   // After the cancel the callback is not called again: each start asks once at its beginning
   // and the wrapper answers from then on without calling it.
   EXPECT_EQ(calls.load(), 3);
   options.threads = 0;
-  EXPECT_EQ(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(FitDeterminismTest, OtherSeedsFindTheSameOptimumOnThePaperExample) {
@@ -431,11 +434,11 @@ TEST(FitRestartsTest, WarmStartIsAnExtraStart) {
   FitOptions wrong = options;
   wrong.extra_starts = {GivenStart(Eigen::Vector3d(0.0, 0.0, 0.0))};
   absl::StatusOr<FitResult> r = FitHyperparameters(model, FitObjective::kMaximumAPosteriori, wrong);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("extra_starts"));
   wrong.extra_starts = {GivenStart(Eigen::Vector2d(0.0, NAN))};
-  EXPECT_EQ(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, wrong).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FitHyperparameters(model, FitObjective::kMaximumAPosteriori, wrong),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // A component the data does not need: on a sine without trend the MLL of SE+LIN rises towards
@@ -496,7 +499,7 @@ TEST(FitRestartsTest, ProgressCallbackCanCancel) {
   };
   absl::StatusOr<FitResult> fit =
       FitHyperparameters(model, FitObjective::kMaximumLikelihood, {}, cancel_at_second_start);
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(fit, StatusIs(absl::StatusCode::kCancelled));
   // Cancelling from inside an optimisation (the objective reports every 16 evaluations) is
   // honoured too: count the calls of an uncancelled run, then cancel at the last one, which is
   // necessarily inside the last start's optimisation.
@@ -515,7 +518,7 @@ TEST(FitRestartsTest, ProgressCallbackCanCancel) {
     return ++calls >= total ? absl::DeadlineExceededError("late") : absl::OkStatus();
   };
   fit = FitHyperparameters(model, FitObjective::kMaximumAPosteriori, one, cancel_last);
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(fit, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(calls, total);
 }
 
@@ -530,8 +533,8 @@ TEST(FitOptionsTest, ValidateRejectsBadValues) {
     // FitHyperparameters checks them before doing anything.
     const Dataset data = Interpretable();
     const GpModel model = MakeModel(Kernel("SE"), data);
-    EXPECT_EQ(FitHyperparameters(model, FitObjective::kMaximumLikelihood, o).status().code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(FitHyperparameters(model, FitObjective::kMaximumLikelihood, o),
+                StatusIs(absl::StatusCode::kInvalidArgument));
   };
   expect_bad([](FitOptions& o) { o.restarts = 0; }, "restarts");
   expect_bad([](FitOptions& o) { o.restarts = -3; }, "restarts");
@@ -705,7 +708,7 @@ TEST(FitScoreTest, ConstantTargetsWithStandardisationAreInvalidArgument) {
   Dataset data = Interpretable();
   data.y.setConstant(2.0);
   absl::StatusOr<KernelScore> s = ScoreKernel(data, Kernel("SE"), {});
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   ScoreOptions off;
   off.standardize = false;
   off.fit.restarts = 1;
@@ -841,11 +844,11 @@ TEST(FitMetricsTest, NamesListsAndParsing) {
 
   absl::StatusOr<std::vector<Metric>> bad = ParseMetricList("mll,laplace,map");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("'laplace'"));
-  EXPECT_EQ(ParseMetricList("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseMetricList("mll,,map").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseMetric("lap1").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseMetricList(""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseMetricList("mll,,map"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseMetric("lap1"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -950,20 +953,20 @@ TEST(FitPredictTest, BadArgumentsAreInvalidArgument) {
   const Eigen::MatrixXd x_new = Eigen::MatrixXd::Constant(2, 1, 0.5);
   // A missing parameter.
   absl::StatusOr<Prediction> p = Predict(data, Kernel("SE"), {{"noise", 0.1}}, none, x_new);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("missing"));
   // An unknown one.
   p = Predict(data, Kernel("SE"), {{"SE.lengthscale", 1.0}, {"noise", 0.1}, {"PER.period", 1.0}},
               none, x_new);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p, StatusIs(absl::StatusCode::kInvalidArgument));
   const std::map<std::string, double> ok = {{"SE.lengthscale", 1.0}, {"noise", 0.1}};
   // Column count and non-finite inputs.
-  EXPECT_EQ(Predict(data, Kernel("SE"), ok, none, Eigen::MatrixXd::Zero(2, 2)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Predict(data, Kernel("SE"), ok, none, Eigen::MatrixXd::Zero(2, 2)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   Eigen::MatrixXd nan_x = x_new;
   nan_x(1, 0) = NAN;
-  EXPECT_EQ(Predict(data, Kernel("SE"), ok, none, nan_x).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Predict(data, Kernel("SE"), ok, none, nan_x),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   // Noise at (not above) the floor.
   EXPECT_EQ(Predict(data, Kernel("SE"), {{"SE.lengthscale", 1.0}, {"noise", 1e-4}}, none, x_new)
                 .status()

@@ -33,6 +33,9 @@
 #include "absl/strings/str_cat.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -995,7 +998,7 @@ TEST(GpModelErrorsTest, UnknownOverrideNameIsInvalidArgument) {
   settings.prior_overrides["SE.lenghtscale"] = {0.0, 1.0};
   absl::StatusOr<GpModel> m = GpModel::Create(Kernel("SE"), data.x, data.y, settings);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("SE.lenghtscale"));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("SE.lengthscale"));  // lists valid
 
@@ -1003,50 +1006,50 @@ TEST(GpModelErrorsTest, UnknownOverrideNameIsInvalidArgument) {
   settings.fixed_values["SE.lengthscale"] = 1.0;  // the model is SE+SE: needs SE#1/SE#2
   m = GpModel::Create(Kernel("SE+SE"), data.x, data.y, settings);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("SE#1.lengthscale"));
 
   settings = {};
   settings.fixed_values["noise"] = 1e-4;  // not above the floor
   m = GpModel::Create(Kernel("SE"), data.x, data.y, settings);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m, StatusIs(absl::StatusCode::kInvalidArgument));
   settings = {};
   settings.fixed_values["SE.lengthscale"] = -1.0;
-  EXPECT_EQ(GpModel::Create(Kernel("SE"), data.x, data.y, settings).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(GpModel::Create(Kernel("SE"), data.x, data.y, settings),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   settings = {};
   settings.prior_overrides["noise"] = {0.0, 0.0};
-  EXPECT_EQ(GpModel::Create(Kernel("SE"), data.x, data.y, settings).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(GpModel::Create(Kernel("SE"), data.x, data.y, settings),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   settings = {};
   settings.prior_overrides["noise"] = {std::nan(""), 1.0};
-  EXPECT_EQ(GpModel::Create(Kernel("SE"), data.x, data.y, settings).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(GpModel::Create(Kernel("SE"), data.x, data.y, settings),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(GpModelErrorsTest, KernelDimensionBeyondDataAndShapeMismatch) {
   const Data d1 = Random1D();
   absl::StatusOr<GpModel> m = GpModel::Create(Kernel("SE[0]*LIN[1]"), d1.x, d1.y);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("1"));
   EXPECT_TRUE(GpModel::Create(Kernel("SE[0]"), d1.x, d1.y).ok());
   const Data d2 = Random2D();
-  EXPECT_EQ(GpModel::Create(Kernel("PER[2]"), d2.x, d2.y).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GpModel::Create(Kernel("SE"), d1.x, d1.y.head(5)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(GpModel::Create(Kernel("PER[2]"), d2.x, d2.y),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(GpModel::Create(Kernel("SE"), d1.x, d1.y.head(5)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 
   const GpModel model = MakeModel(Kernel("SE"), d1.x, d1.y);
-  EXPECT_EQ(model.LogLikelihood(Eigen::VectorXd::Zero(3)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.LogLikelihoodHessian(Eigen::VectorXd::Zero(1)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.LogLikelihood(Eigen::Vector2d(std::nan(""), 0.0)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.LogLikelihood(Eigen::Vector2d(0.0, INFINITY)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.LogLikelihood(Eigen::VectorXd::Zero(3)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(model.LogLikelihoodHessian(Eigen::VectorXd::Zero(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(model.LogLikelihood(Eigen::Vector2d(std::nan(""), 0.0)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(model.LogLikelihood(Eigen::Vector2d(0.0, INFINITY)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1087,8 +1090,8 @@ TEST(GpModelJitterTest, DuplicatePointsWithTinyNoiseNeverGiveNaN) {
         EXPECT_GE(hess->jitter, 0.0);
         if (hess->jitter > 0) ++jittered;
       } else {
-        EXPECT_EQ(value.status().code(), absl::StatusCode::kFailedPrecondition) << value.status();
-        EXPECT_EQ(hess.status().code(), absl::StatusCode::kFailedPrecondition) << hess.status();
+        EXPECT_THAT(value, StatusIs(absl::StatusCode::kFailedPrecondition)) << value.status();
+        EXPECT_THAT(hess, StatusIs(absl::StatusCode::kFailedPrecondition)) << hess.status();
       }
     }
   }
@@ -1206,8 +1209,8 @@ TEST(GpModelTiledHessianTest, NegativeSizesAreInvalidArguments) {
   const GpModel model = MakeModel(Kernel("SE"), data.x, data.y);
   HessianTiling tiling;
   tiling.tile = -1;
-  EXPECT_EQ(model.LogLikelihoodHessian(Eigen::Vector2d(0.0, 0.0), {}, tiling).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.LogLikelihoodHessian(Eigen::Vector2d(0.0, 0.0), {}, tiling),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   tiling = {};
   tiling.panel_rows = -5;
   const absl::Status status =
@@ -1244,7 +1247,7 @@ TEST(GpModelTiledTest, JitterRetryRemakesTheMatrixFromItsTiles) {
     const absl::StatusOr<LikelihoodHessian> hess = model.LogLikelihoodHessian(raw);
     ASSERT_EQ(value.ok(), hess.ok());
     if (!value.ok()) {
-      EXPECT_EQ(value.status().code(), absl::StatusCode::kFailedPrecondition) << value.status();
+      EXPECT_THAT(value, StatusIs(absl::StatusCode::kFailedPrecondition)) << value.status();
       continue;
     }
     EXPECT_TRUE(std::isfinite(*value));

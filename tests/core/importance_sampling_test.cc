@@ -16,6 +16,9 @@
 #include "gpsel/core/internal/ellipsoid.h"
 #include "gtest/gtest.h"
 #include "tests/core/evidence_oracles.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -259,7 +262,7 @@ TEST(ImportanceSamplingTest, CancellationStopsWithinOneEvaluationPerThread) {
     };
     absl::StatusOr<ImportanceSamplingResult> r = RunImportanceSampling(
         counting, p.prior_mean, p.prior_sd, {mode}, options, cancel_after_100);
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
     EXPECT_LE(calls.load() - calls_at_cancel.load(), threads);
   }
 }
@@ -299,11 +302,11 @@ TEST(ImportanceSamplingTest, RejectsInvalidInputNamingTheField) {
   EXPECT_THAT(error({good}, o, p.prior_sd), HasSubstr("max_samples"));
   // A likelihood returning +inf is an error; one returning NaN or -inf is zero likelihood.
   const LogLikelihoodFn plus_inf = [](const Eigen::VectorXd&) { return kInf; };
-  EXPECT_EQ(RunImportanceSampling(plus_inf, p.prior_mean, p.prior_sd, {good}, ok).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(RunImportanceSampling(plus_inf, p.prior_mean, p.prior_sd, {good}, ok),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   const LogLikelihoodFn nowhere = [](const Eigen::VectorXd&) { return std::nan(""); };
-  EXPECT_EQ(RunImportanceSampling(nowhere, p.prior_mean, p.prior_sd, {good}, ok).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(RunImportanceSampling(nowhere, p.prior_mean, p.prior_sd, {good}, ok),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -35,7 +38,7 @@ KernelExpr MustParse(std::string_view text, const ParseLimits& limits = {}) {
 std::string ErrorOf(std::string_view text, const ParseLimits& limits = {}) {
   absl::StatusOr<KernelExpr> parsed = ParseKernel(text, limits);
   if (parsed.ok()) return "parsed as " + ToString(*parsed);
-  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   return std::string(parsed.status().message());
 }
 
@@ -63,7 +66,7 @@ TEST(KernelExprNamesTest, ParsesNamesCaseInsensitivelyWithRbfAlias) {
   EXPECT_EQ(*ParseBaseKernelName("c"), BaseKernel::kConst);
   for (std::string_view bad : {"", "SQ", "SE ", "MAT", "CONST", "S E"}) {
     absl::StatusOr<BaseKernel> parsed = ParseBaseKernelName(bad);
-    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
   }
   EXPECT_EQ(ParseBaseKernelName("SQ").status().message(), "unknown base kernel 'SQ'");
 }
@@ -412,7 +415,7 @@ TEST(KernelExprFuzzTest, ArbitraryTextNeverCrashes) {
       EXPECT_EQ(MustParse(ToString(*parsed)), *parsed) << text;
       EXPECT_LE(Depth(*parsed), 16);
     } else {
-      EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
       EXPECT_TRUE(absl::StartsWith(parsed.status().message(),
                                    "kernel expression: "))
           << parsed.status();
@@ -483,7 +486,7 @@ TEST(KernelExprLimitsTest, Validate) {
   limits = ParseLimits();
   limits.max_base_kernels = 0;
   EXPECT_EQ(limits.Validate().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseKernel("SE", limits).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseKernel("SE", limits), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(ParseKernel("SE", limits).status().message(),
             "kernel expression limits: max_base_kernels must be positive, got 0");
 }

@@ -17,6 +17,9 @@
 #include "gpsel/core/internal/ellipsoid.h"
 #include "gtest/gtest.h"
 #include "tests/core/evidence_oracles.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -393,7 +396,7 @@ TEST(NestedSamplingBatchTest, CapsErrorsAndCancellation) {
   absl::StatusOr<NestedSamplingResult> inf = RunNestedSampling(
       [](const Eigen::VectorXd& x) { return x[0] > 1 ? kInf : 0.0; }, Eigen::VectorXd::Zero(1),
       Eigen::VectorXd::Ones(1), options);
-  EXPECT_EQ(inf.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(inf, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(inf.status().message(), HasSubstr("+inf"));
 
   std::atomic<int64_t> calls{0};
@@ -411,7 +414,7 @@ TEST(NestedSamplingBatchTest, CapsErrorsAndCancellation) {
   options.max_likelihood_calls = 5'000'000;
   absl::StatusOr<NestedSamplingResult> r =
       RunNestedSampling(counted, p.prior_mean, p.prior_sd, options, progress);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
   ASSERT_GE(calls_at_cancel, 0);
   EXPECT_LE(calls - calls_at_cancel, 8);
 }
@@ -631,7 +634,7 @@ TEST(NestedSamplingTest, CancellationStopsPromptly) {
   NestedSamplingOptions options;
   absl::StatusOr<NestedSamplingResult> r =
       RunNestedSampling(counted, p.prior_mean, p.prior_sd, options, progress);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_THAT(r.status().message(), HasSubstr("client went away"));
   ASSERT_GE(calls_at_cancel, 0);
   EXPECT_LE(calls - calls_at_cancel, 10);
@@ -643,7 +646,7 @@ TEST(NestedSamplingTest, RejectsInvalidInputNamingTheField) {
   auto code_and_message = [&](const LogLikelihoodFn& f, const Eigen::VectorXd& mean,
                               const Eigen::VectorXd& sd, const NestedSamplingOptions& o) {
     absl::StatusOr<NestedSamplingResult> r = RunNestedSampling(f, mean, sd, o);
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
     return std::string(r.status().message());
   };
   EXPECT_THAT(code_and_message(p.loglik, p.prior_mean, Eigen::VectorXd::Ones(3), ok), HasSubstr("prior_sd"));
@@ -687,7 +690,7 @@ TEST(NestedSamplingTest, PlusInfinityLikelihoodIsAnError) {
   const Eigen::VectorXd mean = Eigen::VectorXd::Zero(1), sd = Eigen::VectorXd::Ones(1);
   absl::StatusOr<NestedSamplingResult> r = RunNestedSampling(
       [](const Eigen::VectorXd& x) { return x[0] > 1 ? kInf : 0.0; }, mean, sd, NestedSamplingOptions());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(r.status().message(), HasSubstr("+inf"));
 }
 
@@ -695,7 +698,7 @@ TEST(NestedSamplingTest, EverywhereInvalidLikelihoodFails) {
   const Eigen::VectorXd mean = Eigen::VectorXd::Zero(2), sd = Eigen::VectorXd::Ones(2);
   absl::StatusOr<NestedSamplingResult> r = RunNestedSampling(
       [](const Eigen::VectorXd&) { return -kInf; }, mean, sd, NestedSamplingOptions());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(NestedSamplingTest, ConstantLikelihoodIsExact) {

@@ -11,6 +11,9 @@
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -55,7 +58,7 @@ TEST(PredictBlocksTest, CancellationStopsBetweenBlocks) {
   };
   absl::StatusOr<Prediction> p =
       Predict(*data, Kernel("SE"), values, true, x_new, cancel_at_third, /*block_columns=*/10);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(p, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(calls, 3);  // blocks 0 and 1 done, stopped before block 2 of 5
 }
 
@@ -108,12 +111,12 @@ TEST(FitAndPredictTest, GivenValuesAreUsedAsTheyAreAndBadOnesNamed) {
 
   options.hyperparameters["SE.lengthscale"] = -1.0;
   r = FitAndPredict(*data, Kernel("SE"), x_new, options);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("hyperparameters[SE.lengthscale]"));
   options.hyperparameters.clear();
   options.block_columns = -2;
-  EXPECT_EQ(FitAndPredict(*data, Kernel("SE"), x_new, options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FitAndPredict(*data, Kernel("SE"), x_new, options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---- the posterior of each summand (PredictOptions::components) ------------------------------

@@ -13,6 +13,9 @@
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/internal/thread_pool.h"
 #include "gpsel/core/kernel_expr.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -98,8 +101,8 @@ TEST(ScoreTest, ConcurrentFitsGiveTheSequentialNumbers) {
   ProgressCallback cancel = [&](const Progress&) {
     return ++calls >= 2 ? absl::CancelledError("stop") : absl::OkStatus();
   };
-  EXPECT_EQ(ScoreKernel(data, Kernel("SE+LIN"), cancelled_options, cancel).status().code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_THAT(ScoreKernel(data, Kernel("SE+LIN"), cancelled_options, cancel),
+              StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(calls, 2);
 }
 
@@ -141,8 +144,8 @@ TEST(ScoreTest, ReusingFitsGivesTheFreshNumbers) {
   EXPECT_EQ(recomputed->metrics, fresh->metrics);
   EXPECT_EQ(recomputed->laplace->eigenvalues, fresh->laplace->eigenvalues);
   // An earlier score of another kernel is refused.
-  EXPECT_EQ(ScoreKernelReusingFits(data, Kernel("SE"), all, *earlier).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ScoreKernelReusingFits(data, Kernel("SE"), all, *earlier),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // The parents of a given kernel among kernels scored before (a report's search path): only the

@@ -23,7 +23,11 @@
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
+#include "gpsel/core/status_macros.h"
+#include "tests/status_matchers.h"
 #include "tests/test_timeout.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -172,10 +176,10 @@ TEST(SearchExpandTest, CanonicalAndUniqueAndWithoutTheParent) {
 TEST(SearchExpandTest, ParseBaseKernelList) {
   EXPECT_THAT(Bases("SE, lin,MAT32,PER"),
               ElementsAre(Kernel("SE"), Kernel("LIN"), Kernel("MAT32"), Kernel("PER")));
-  EXPECT_EQ(ParseBaseKernelList("SE+LIN").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseBaseKernelList("SE,SE").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseBaseKernelList("SE,FOO").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseBaseKernelList("SE,,LIN").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseBaseKernelList("SE+LIN"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseBaseKernelList("SE,SE"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseBaseKernelList("SE,FOO"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseBaseKernelList("SE,,LIN"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(SearchExpandTest, CandidateSeedDependsOnSeedAndTextOnly) {
@@ -254,12 +258,12 @@ TEST(SearchOptionsTest, BadOptionsAreInvalidArgument) {
 
   Dataset constant = data;
   constant.y.setConstant(1.0);
-  EXPECT_EQ(RunKernelSearch(constant, SearchOptions{}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(RunKernelSearch(constant, SearchOptions{}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   Dataset with_nan = data;
   with_nan.y[3] = std::nan("");
-  EXPECT_EQ(RunKernelSearch(with_nan, SearchOptions{}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(RunKernelSearch(with_nan, SearchOptions{}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,8 +366,8 @@ TEST(SearchControlTest, FailuresAreRecordedAndNeverChosen) {
                       const CandidateRequest&) -> absl::StatusOr<CandidateScore> {
     return absl::FailedPreconditionError("nothing works");
   };
-  EXPECT_EQ(RunKernelSearch(SmallData(), options).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(RunKernelSearch(SmallData(), options),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(SearchControlTest, CancellationStopsPromptlyAndStartsNothingMore) {
@@ -382,7 +386,7 @@ TEST(SearchControlTest, CancellationStopsPromptlyAndStartsNothingMore) {
           ++reports;
           return reports == 4 ? absl::CancelledError("user pressed ^C") : absl::OkStatus();
         });
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(result, StatusIs(absl::StatusCode::kCancelled));
     EXPECT_THAT(result.status().message(), HasSubstr("^C"));
     EXPECT_EQ(reports, 4) << "no progress after cancellation";
     // Step 1 has 3 candidates, step 2 many more: at most the ones already running finish.
@@ -411,7 +415,7 @@ TEST(SearchControlTest, CancellationStopsRunningFits) {
   absl::StatusOr<SearchResult> result = RunKernelSearch(data, options, [&](const Progress&) {
     return stop ? absl::CancelledError("stop") : absl::OkStatus();
   });
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             testing::ScaledSeconds(5.0));
 }
@@ -533,8 +537,8 @@ TEST(SearchRecognitionTest, SharedCacheServesOtherMetricsWithIdenticalResults) {
   SearchOptions options;
   options.score.fit.restarts = 3;
   options.score.fit.seed = 11;
-  EXPECT_EQ(RunKernelSearch(SmallData(), options, nullptr, &cache).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(RunKernelSearch(SmallData(), options, nullptr, &cache),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // score_kept_kernels: every kept kernel's score is what ScoreKernel gives for it with its
@@ -648,9 +652,7 @@ TEST(SearchElsewhereTest, CandidatesScoredElsewhereGiveTheSameSearch) {
       // Every candidate carries the seed the search gives it, from its text alone.
       EXPECT_EQ(candidates[k].seed, CandidateSeed(11, ToString(candidates[k].kernel)));
       outcomes[k] = scorer(data, candidates[k].kernel, request);
-      if (absl::Status s = progress({"tasks", 1.0 - k / double(candidates.size()), ""}); !s.ok()) {
-        return s;
-      }
+      GPSEL_RETURN_IF_ERROR(progress({"tasks", 1.0 - k / double(candidates.size()), ""}));
     }
     return outcomes;
   };
@@ -731,14 +733,14 @@ TEST(SearchElsewhereTest, FailedOutcomesAreFailedCandidatesAndBatchErrorsStopThe
     return std::vector<absl::StatusOr<CandidateScore>>(
         3, absl::StatusOr<CandidateScore>(CandidateScore{1.0, 0.0, {}, {}, {}}));
   };
-  EXPECT_EQ(RunKernelSearch(data, options).status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(RunKernelSearch(data, options), StatusIs(absl::StatusCode::kAborted));
   // The wrong number of outcomes is a bug of the batch scorer, not a result.
   options.score_candidates = [](int, const std::vector<CandidateToScore>&, int,
                                 const ProgressCallback&)
       -> absl::StatusOr<std::vector<absl::StatusOr<CandidateScore>>> {
     return std::vector<absl::StatusOr<CandidateScore>>();
   };
-  EXPECT_EQ(RunKernelSearch(data, options).status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(RunKernelSearch(data, options), StatusIs(absl::StatusCode::kInternal));
 }
 
 }  // namespace

@@ -16,6 +16,9 @@
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/kernel_expr.h"
 #include "tests/core/bundled_data.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -302,8 +305,8 @@ TEST(SparseGpTest, SameInputsSameBits) {
 TEST(SparseGpTest, BadInputIsRefusedByName) {
   const Dataset data = Standardized(LoadBundled("nile.csv"));
   const GpModel model = MakeModel(data, "SE");
-  EXPECT_EQ(SparseGp::Create(model, Eigen::MatrixXd(0, 1)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(SparseGp::Create(model, Eigen::MatrixXd(0, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   absl::Status cols = SparseGp::Create(model, Eigen::MatrixXd::Zero(3, 2)).status();
   EXPECT_EQ(cols.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(cols.message().find("inducing"), std::string::npos);
@@ -311,10 +314,10 @@ TEST(SparseGpTest, BadInputIsRefusedByName) {
             std::string::npos);
   absl::StatusOr<SparseGp> sparse = SparseGp::Create(model, data.x.topRows(5));
   ASSERT_TRUE(sparse.ok());
-  EXPECT_EQ(sparse->Bounds(Eigen::VectorXd::Zero(5)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SelectInducingPoints(model, model.prior_mean(), {.max_points = 0}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(sparse->Bounds(Eigen::VectorXd::Zero(5)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(SelectInducingPoints(model, model.prior_mean(), {.max_points = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -24,6 +24,9 @@
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel::report {
 namespace {
@@ -220,7 +223,7 @@ TEST(ComponentAmplitudesTest, SdOfEachSummandsMeanWithinTheData) {
 TEST(DescribeKernelTest, AMissingValueIsNamed) {
   absl::StatusOr<KernelDescription> d =
       DescribeKernel(Kernel("SE+LIN"), {{"SE.lengthscale", 1.0}, {"noise", 1.0}}, {}, {});
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(d, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("LIN.variance"));
 }
 

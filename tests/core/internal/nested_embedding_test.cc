@@ -11,6 +11,9 @@
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/hyperparameters.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -145,11 +148,11 @@ TEST_F(EmbeddedLikelihoodTest, LimitEmbeddingsComeCloseToTheSmallerKernelsLikeli
 
 TEST(NestedEmbeddingTest, NotContainedOrIncompleteInputsAreErrors) {
   std::map<std::string, double> raw = {{"SE.lengthscale", 0.1}, {"noise", -3.0}};
-  EXPECT_EQ(EmbedNestedOptimum(Kernel("SE"), raw, Kernel("LIN"), -30, 500).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(EmbedNestedOptimum(Kernel("SE"), raw, Kernel("LIN"), -30, 500),
+              StatusIs(absl::StatusCode::kNotFound));
   raw.erase("noise");
-  EXPECT_EQ(EmbedNestedOptimum(Kernel("SE"), raw, Kernel("SE+LIN"), -30, 500).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(EmbedNestedOptimum(Kernel("SE"), raw, Kernel("SE+LIN"), -30, 500),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   // Repeated labels map to the right leaves: canonically C*PER*SE comes first, so C*SE's values
   // land on C#2 and SE#2 and C#1 (of C*PER*SE) goes to the lower bound.
   const std::map<std::string, double> sub = {

@@ -23,6 +23,9 @@
 #include "gpsel/proto/bridge/convert.h"
 #include "gpsel/server/validation/validation.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -165,7 +168,7 @@ TEST(BridgeRoundTripTest, ScoreRequestCarriesTheNestedParentsOptima) {
   bad.mutable_nested_parents(0)->mutable_mll_fit()->set_raw(0, std::nan(""));
   bad.add_nested_parents()->set_kernel("SE +");
   valid = ValidateScoreRequest(bad, ServiceLimits{});
-  ASSERT_EQ(valid.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(valid, StatusIs(absl::StatusCode::kInvalidArgument));
   std::vector<std::string> fields;
   for (const auto& [field, description] : bridge::FieldViolations(valid.status())) {
     fields.push_back(field);
@@ -177,7 +180,7 @@ TEST(BridgeRoundTripTest, ScoreRequestCarriesTheNestedParentsOptima) {
   v1::ScoreRequest two = request;
   *two.add_nested_parents() = request.nested_parents(0);
   valid = ValidateScoreRequest(two, tight);
-  ASSERT_EQ(valid.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(valid, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(valid.status().message()), HasSubstr("nested_parents"));
 }
 
@@ -458,7 +461,7 @@ TEST(BridgeValidationTest, EveryBadFieldIsNamedWithCoreMessagesAndDefaults) {
   request.mutable_fit()->set_restarts(-1);
   request.mutable_dataset()->set_y(3, std::nan(""));
   absl::StatusOr<ValidScore> valid = ValidateScoreRequest(request, ServiceLimits{});
-  ASSERT_EQ(valid.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(valid, StatusIs(absl::StatusCode::kInvalidArgument));
   std::vector<std::string> fields;
   std::string restarts_message, metric_message;
   for (const auto& [field, description] : bridge::FieldViolations(valid.status())) {
@@ -517,7 +520,7 @@ TEST(BridgeValidationTest, SearchOptionsReportEveryBadFieldAtOnce) {
   request.set_metric("waic");
   request.mutable_fit()->set_scale_x("-3");
   absl::StatusOr<SearchOptions> parsed = bridge::SearchOptionsFromProto(request);
-  ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   std::vector<std::string> fields;
   for (const auto& [field, description] : bridge::FieldViolations(parsed.status())) {
     fields.push_back(field);
@@ -575,8 +578,7 @@ TEST(ServiceLimitsTest, RequestsOverTheMemoryBudgetAreResourceExhausted) {
   EXPECT_THAT(std::string(refused.message()), HasSubstr("50.0 MB"));
   // An invalid request is INVALID_ARGUMENT whatever its size.
   request.add_kernels("NOPE");
-  EXPECT_EQ(ValidateScoreRequest(request, limits).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ValidateScoreRequest(request, limits), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Issue 33 item 1: error details are bounded whatever the number and size of the violations.

@@ -10,6 +10,9 @@
 #include "gpsel/server/jobs/evidence_job.h"
 #include "gpsel/v1/model_selection.pb.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -93,7 +96,7 @@ TEST(EvidenceJobKindTest, ExecuteRejectsBytesThatDoNotParse) {
   for (const char* kind : {kEvidenceJobKind, kEvidenceRunJobKind}) {
     absl::StatusOr<std::string> result =
         kinds.Find(kind)->execute(std::string("\xff\xff\xff", 3), nullptr, no_tasks);
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << kind << result.status();
+    EXPECT_THAT(result, StatusIs(absl::StatusCode::kDataLoss)) << kind << result.status();
   }
 }
 

@@ -12,6 +12,9 @@
 #include "gpsel/server/metrics/thread_stack.h"
 #include "gtest/gtest.h"
 #include "tests/server/service/server_test_util.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel::testing {
 namespace {
@@ -88,14 +91,14 @@ TEST(MetricsExposerTest, ServesTheCollectablesOnMetrics) {
 
 TEST(MetricsExposerTest, BadAddressesAreErrors) {
   auto registry = std::make_shared<prometheus::Registry>();
-  EXPECT_EQ(MetricsExposer::Start("127.0.0.1", {registry}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsExposer::Start("127.0.0.1:notaport", {registry}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsExposer::Start("127.0.0.1:70000", {registry}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsExposer::Start("no-such-host.invalid:0", {registry}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(MetricsExposer::Start("127.0.0.1", {registry}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MetricsExposer::Start("127.0.0.1:notaport", {registry}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MetricsExposer::Start("127.0.0.1:70000", {registry}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MetricsExposer::Start("no-such-host.invalid:0", {registry}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   // A port in use cannot be bound: UNAVAILABLE, not an exception.
   absl::StatusOr<std::unique_ptr<MetricsExposer>> first =
       MetricsExposer::Start("127.0.0.1:0", {registry});

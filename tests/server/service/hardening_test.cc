@@ -31,7 +31,10 @@
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
 #include "tests/server/service/server_test_util.h"
+#include "tests/status_matchers.h"
 #include "tests/test_timeout.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel::testing {
 namespace {
@@ -231,7 +234,7 @@ TEST(StartupSecurityTest, ShortOrBlankTokensAndPlaintextOnAnOpenAddressAreRefuse
   };
   auto refused = [&](const std::function<void(ServerOptions&)>& adjust, const std::string& why) {
     absl::StatusOr<std::unique_ptr<GpselServer>> server = start(adjust);
-    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_THAT(server, StatusIs(absl::StatusCode::kInvalidArgument)) << why;
     EXPECT_THAT(std::string(server.status().message()), HasSubstr(why));
   };
   refused([](ServerOptions& o) { o.service.auth_token = "x"; }, "fewer than 16");

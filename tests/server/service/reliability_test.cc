@@ -14,7 +14,10 @@
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
 #include "tests/server/service/server_test_util.h"
+#include "tests/status_matchers.h"
 #include "tests/test_timeout.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel::testing {
 namespace {
@@ -64,7 +67,7 @@ TEST_F(PromptCancellationTest, LateScoreFreesItsWorker) {
   std::unique_ptr<Client> client = Connect(server_->port(), absl::Seconds(1));
   absl::StatusOr<std::vector<KernelScore>> scores =
       client->Score(WeeklyCo2(2000), {*ParseKernel("C*SE + C*SE*PER")}, ScoreOptions());
-  EXPECT_EQ(scores.status().code(), absl::StatusCode::kDeadlineExceeded) << scores.status();
+  EXPECT_THAT(scores, StatusIs(absl::StatusCode::kDeadlineExceeded)) << scores.status();
   EXPECT_LE(SecondsUntilWorkersIdle(server_->metrics_port()), FreeWithinSeconds());
 }
 
@@ -74,7 +77,7 @@ TEST_F(PromptCancellationTest, LateSearchFreesItsWorker) {
   options.threads = 2;
   std::unique_ptr<Client> client = Connect(server_->port(), absl::Seconds(1.5));
   absl::StatusOr<SearchResult> result = client->Search(WeeklyCo2(2000), options);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded)) << result.status();
   EXPECT_LE(SecondsUntilWorkersIdle(server_->metrics_port()), FreeWithinSeconds());
 }
 
@@ -86,7 +89,7 @@ TEST_F(PromptCancellationTest, LatePredictFreesItsWorker) {
   std::unique_ptr<Client> client = Connect(server_->port(), absl::Seconds(1));
   absl::StatusOr<PredictResult> result =
       client->Predict(WeeklyCo2(2000), *ParseKernel("C*SE"), x_new, options);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded)) << result.status();
   EXPECT_LE(SecondsUntilWorkersIdle(server_->metrics_port()), FreeWithinSeconds());
 }
 
@@ -128,15 +131,15 @@ TEST(MemoryBudgetTest, RequestsOverTheBudgetAreRefusedWithTheEstimate) {
   // OpenBLAS's buffer: about 0.13 GB.
   absl::StatusOr<std::vector<KernelScore>> refused =
       client->Score(WeeklyCo2(2000), {*ParseKernel("C*SE")}, ScoreOptions());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(bridge::ErrorReason(refused.status()), "REQUEST_TOO_LARGE");
   EXPECT_THAT(std::string(refused.status().message()),
               ::testing::AllOf(HasSubstr("needs an estimated"), HasSubstr("MB"),
                                HasSubstr("n = 2000"), HasSubstr("--max-request-bytes")));
   SearchOptions search;
   search.max_depth = 2;
-  EXPECT_EQ(client->Search(WeeklyCo2(2000), search).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(client->Search(WeeklyCo2(2000), search),
+              StatusIs(absl::StatusCode::kResourceExhausted));
   // Under the budget the same server serves.
   ScoreOptions quick;
   quick.fit.restarts = 1;
@@ -197,7 +200,7 @@ TEST(OutOfMemoryTest, BadAllocEndsTheRequestNotTheServer) {
   options.hyperparameters = {{"SE.lengthscale", 2.0}, {"noise", 0.01}};
   absl::StatusOr<PredictResult> failed =
       client->Predict(data, *ParseKernel("SE"), Eigen::MatrixXd::Zero(3, 1), options);
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted) << failed.status();
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kResourceExhausted)) << failed.status();
   EXPECT_EQ(bridge::ErrorReason(failed.status()), "OUT_OF_MEMORY");
   // Same process, next request.
   ScoreOptions quick;
@@ -216,7 +219,7 @@ TEST(LimitCeilingsTest, ServerRefusesLimitsAboveTheirCeilings) {
   options.service.limits.max_base_kernels = 1000;
   options.service.limits.max_points = 1'000'000;
   absl::StatusOr<std::unique_ptr<GpselServer>> server = GpselServer::Start(options);
-  ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(server, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(server.status().message()),
               ::testing::AllOf(HasSubstr("--max-base-kernels is 1000"),
                                HasSubstr("--max-points is 1000000")));

@@ -20,7 +20,10 @@
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
 #include "tests/server/service/server_test_util.h"
+#include "tests/status_matchers.h"
 #include "tests/test_timeout.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel::testing {
 namespace {
@@ -247,7 +250,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
     v1::ScoreRequest request = base();
     c.mutate(request);
     absl::StatusOr<v1::ScoreResponse> response = client->Score(request);
-    ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+    ASSERT_THAT(response, StatusIs(absl::StatusCode::kInvalidArgument)) << response.status();
     bool named = false;
     for (const auto& [field, description] : bridge::FieldViolations(response.status())) {
       named = named || field == c.field;
@@ -318,7 +321,7 @@ TEST_F(ServiceTest, DeadlineExceededMidSearchStopsTheWork) {
   std::unique_ptr<Client> client = Connect(server_->port(), absl::Milliseconds(800));
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<SearchResult> result = client->Search(data, options);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded)) << result.status();
   // The worker thread must be released promptly: both workers are free again soon, so two
   // quick requests in parallel are served without waiting for the abandoned search.
   std::unique_ptr<Client> quick = Connect(server_->port(), Scaled(absl::Seconds(30)));
@@ -374,7 +377,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   v1::SubmitEvidenceRequest different = request;
   different.mutable_options()->set_seed(2);
   absl::StatusOr<v1::SubmitEvidenceResponse> conflict = client->SubmitEvidence(different);
-  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(conflict, StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_THAT(std::string(conflict.status().message()), ::testing::HasSubstr("lifecycle-1"));
 
   std::vector<v1::JobState> seen;
@@ -405,17 +408,17 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   ASSERT_EQ(page->jobs_size(), 1);
   EXPECT_EQ(page->jobs(0).state(), v1::JOB_STATE_SUCCEEDED);
 
-  EXPECT_EQ(client->GetJob("jobs/01NOSUCHJOB0000000000000000").status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(client->GetJob("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client->GetJob("jobs/01NOSUCHJOB0000000000000000"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(client->GetJob(""), StatusIs(absl::StatusCode::kInvalidArgument));
   v1::ListJobsRequest bad_token;
   bad_token.set_page_token("garbage");
-  EXPECT_EQ(client->ListJobs(bad_token).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client->ListJobs(bad_token), StatusIs(absl::StatusCode::kInvalidArgument));
   // Enum values the proto does not define are refused, not read as "all" or a default.
   v1::ListJobsRequest bad_state;
   bad_state.set_state(static_cast<v1::JobState>(42));
   absl::StatusOr<v1::ListJobsResponse> refused = client->ListJobs(bad_state);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("state"));
   v1::PredictRequest bad_objective;
   bridge::ToProto(data, bad_objective.mutable_dataset());
@@ -423,7 +426,7 @@ TEST_F(ServiceTest, EvidenceJobLifecycle) {
   bridge::ToProto(Eigen::MatrixXd::Zero(1, 1), bad_objective.mutable_x_new());
   bad_objective.set_objective(static_cast<v1::FitObjective>(99));
   absl::StatusOr<v1::PredictResponse> predicted = client->Predict(bad_objective);
-  EXPECT_EQ(predicted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(predicted, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(predicted.status().message()), ::testing::HasSubstr("objective"));
 }
 
@@ -452,7 +455,7 @@ TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
   // job (one key names one job: issue 33 item 2).
   v1::SubmitSearchRequest different = request;
   different.mutable_search()->set_max_depth(1);
-  EXPECT_EQ(client->SubmitSearch(different).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(client->SubmitSearch(different), StatusIs(absl::StatusCode::kAlreadyExists));
   absl::StatusOr<v1::SubmitSearchResponse> again = client->SubmitSearch(request);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(again->created());
@@ -499,9 +502,8 @@ TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
       EXPECT_EQ(task.state, JobState::kSucceeded);
       EXPECT_EQ(task.attempts, 1);
       // Tasks are parts of their job, not API resources.
-      EXPECT_EQ(client->GetJob(JobName(task.id)).status().code(), absl::StatusCode::kNotFound);
-      EXPECT_EQ(client->CancelJob(JobName(task.id)).status().code(),
-                absl::StatusCode::kNotFound);
+      EXPECT_THAT(client->GetJob(JobName(task.id)), StatusIs(absl::StatusCode::kNotFound));
+      EXPECT_THAT(client->CancelJob(JobName(task.id)), StatusIs(absl::StatusCode::kNotFound));
     }
     tasks += static_cast<int>(batch->size());
   }
@@ -543,14 +545,14 @@ TEST_F(ServiceTest, ScoreJobMatchesTheScoreRpc) {
   *bad.mutable_score() = bridge::ScoreRequestOf(data, kernels, options);
   bad.mutable_score()->set_kernels(1, "SE +");
   absl::StatusOr<v1::SubmitScoreResponse> refused = client->SubmitScore(bad);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(bridge::FieldViolations(refused.status()),
               ::testing::Contains(::testing::Key("score.kernels[1]")));
   v1::SubmitSearchRequest bad_search;
   *bad_search.mutable_search() = bridge::SearchRequestOf(data, SearchOptions());
   bad_search.mutable_search()->set_metric("nonsense");
   absl::StatusOr<v1::SubmitSearchResponse> refused_search = client->SubmitSearch(bad_search);
-  EXPECT_EQ(refused_search.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused_search, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(bridge::FieldViolations(refused_search.status()),
               ::testing::Contains(::testing::Key("search.metric")));
 }
@@ -768,14 +770,14 @@ TEST(ServiceAuthTest, TokenRequiredExceptForHealth) {
   score.fit.restarts = 1;
   score.metrics = {Metric::kMll};
   std::unique_ptr<Client> anonymous = Connect((*server)->port());
-  EXPECT_EQ(anonymous->Score(data, {*ParseKernel("SE")}, score).status().code(),
-            absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(anonymous->GetJob("jobs/x").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(anonymous->Score(data, {*ParseKernel("SE")}, score),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(anonymous->GetJob("jobs/x"), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_TRUE(anonymous->Health().ok());
   std::unique_ptr<Client> wrong =
       Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cret-token-for-testz");
-  EXPECT_EQ(wrong->Score(data, {*ParseKernel("SE")}, score).status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(wrong->Score(data, {*ParseKernel("SE")}, score),
+              StatusIs(absl::StatusCode::kUnauthenticated));
   std::unique_ptr<Client> authorized =
       Connect((*server)->port(), Scaled(absl::Seconds(30)), "s3cret-token-for-tests");
   EXPECT_TRUE(authorized->Score(data, {*ParseKernel("SE")}, score).ok());

@@ -25,6 +25,9 @@
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
 #include "tests/server/store/job_store_test_util.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -373,7 +376,7 @@ TEST_P(JobStoreConformanceTest, QueueFullIsResourceExhausted) {
   ASSERT_OK(store_->Submit(kKind, "2", "k2", 3).status());
   ASSERT_OK(store_->Submit(kKind, "3", "k3", 3).status());
   absl::StatusOr<SubmitResult> full = store_->Submit(kKind, "4", "k4", 3);
-  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  EXPECT_THAT(full, StatusIs(absl::StatusCode::kResourceExhausted)) << full.status();
   // Nothing was half-stored.
   ASSERT_OK_AND_ASSIGN(JobCounts counts, store_->CountByState());
   EXPECT_EQ(counts[JobState::kQueued], 3);

@@ -21,6 +21,9 @@
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
 #include "tests/server/store/job_store_test_util.h"
+#include "tests/status_matchers.h"
+
+using ::gpsel::testing::StatusIs;
 
 namespace gpsel {
 namespace {
@@ -66,7 +69,7 @@ TEST(OpenJobStoreTest, RejectsUnknownSchemesAndEmptyPaths) {
   for (const char* url : {"", "jobs.db", "mysql://localhost/db", "sqlite:", "sqlite://",
                           "SQLITE:/tmp/x.db", "postgresq://user:secret@host/db"}) {
     absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(url);
-    EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << url;
+    EXPECT_THAT(store, StatusIs(absl::StatusCode::kInvalidArgument)) << url;
     // A mistyped URL may carry a password: it must not be echoed into logs.
     EXPECT_EQ(std::string(store.status().message()).find("secret"), std::string::npos);
   }
@@ -77,19 +80,19 @@ TEST(OpenJobStoreTest, RejectsInvalidOptions) {
   ASSERT_TRUE(dir.ok());
   JobStoreOptions options;
   options.max_attempts = 0;
-  EXPECT_EQ(OpenJobStore(absl::StrCat("sqlite:", dir.path(), "/a.db"), options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(OpenJobStore(absl::StrCat("sqlite:", dir.path(), "/a.db"), options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   options = {};
   options.postgres_max_connections = 0;
-  EXPECT_EQ(OpenJobStore("postgresql://127.0.0.1:1/x", options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(OpenJobStore("postgresql://127.0.0.1:1/x", options),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(OpenJobStoreTest, MalformedPostgresUrlIsInvalidArgument) {
   for (const char* url : {"postgresql://[::1/db", "postgresql://host:notaport/db",
                           "postgres://localhost/db?nonsense_option=1"}) {
     absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(url);
-    EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(store, StatusIs(absl::StatusCode::kInvalidArgument))
         << url << ": " << store.status();
   }
 }
@@ -98,14 +101,14 @@ TEST(OpenJobStoreTest, UnreachablePostgresIsUnavailable) {
   // Port 1 on loopback: nobody listens, the connection is refused at once.
   absl::StatusOr<std::unique_ptr<JobStore>> store =
       OpenJobStore("postgresql://gpsel@127.0.0.1:1/gpsel?connect_timeout=5");
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable)) << store.status();
 }
 
 TEST(OpenJobStoreTest, SqliteInMissingDirectoryFails) {
   absl::StatusOr<std::unique_ptr<JobStore>> store =
       OpenJobStore("sqlite:/nonexistent-gpsel-dir/sub/jobs.db");
   EXPECT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition)) << store.status();
 }
 
 TEST(OpenJobStoreTest, SqliteInMemoryWorks) {
@@ -223,7 +226,7 @@ TEST(OpenJobStoreTest, SqliteRefusesNewerSchema) {
   ASSERT_TRUE(OpenJobStore("sqlite:" + path).ok());
   SqliteQuery(path, "UPDATE gpsel_schema_version SET version = 99");
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition)) << store.status();
 }
 
 TEST(OpenJobStoreTest, SqliteRefusesAFileThatIsNotADatabase) {
@@ -232,7 +235,7 @@ TEST(OpenJobStoreTest, SqliteRefusesAFileThatIsNotADatabase) {
   const std::string path = dir.path() + "/not-a-db";
   std::ofstream(path) << std::string(4096, 'x');
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore("sqlite:" + path);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kDataLoss)) << store.status();
 }
 
 TEST(OpenJobStoreTest, PostgresRefusesNewerSchema) {
@@ -248,7 +251,7 @@ TEST(OpenJobStoreTest, PostgresRefusesNewerSchema) {
     txn.commit();
   }
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore((*db)->url());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition)) << store.status();
 }
 
 TEST(OpenJobStoreTest, PostgresMigratesVersion1) {
@@ -306,7 +309,7 @@ TEST(OpenJobStoreTest, PostgresSchemeAliasesAndMissingDatabase) {
   const size_t slash = url.find('/', std::string("postgresql://").size());
   ASSERT_NE(slash, std::string::npos);
   const std::string missing = url.substr(0, slash) + "/gpsel_no_such_database";
-  EXPECT_EQ(OpenJobStore(missing).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(OpenJobStore(missing), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 // A database restart or a proxy dropping idle connections must cost at most the call that
@@ -338,7 +341,7 @@ TEST(OpenJobStoreTest, PostgresRecoversFromKilledConnections) {
     if (job.ok()) {
       EXPECT_EQ(job->request, "r");
     } else {
-      EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable) << job.status();
+      EXPECT_THAT(job, StatusIs(absl::StatusCode::kUnavailable)) << job.status();
       ++unavailable;
     }
   }
