@@ -207,15 +207,12 @@ double LogLaplaceMass(double log_posterior, const Eigen::MatrixXd& covariance) {
   return log_posterior + 0.5 * static_cast<double>(covariance.rows()) * kLog2Pi + half_log_det;
 }
 
-absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
-    const LogLikelihoodFn& log_likelihood, const Eigen::VectorXd& prior_mean,
-    const Eigen::VectorXd& prior_sd, const std::vector<ProposalMode>& modes,
-    const ImportanceSamplingOptions& options, const ProgressCallback& progress) {
-  const auto start_time = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  };
-  GPSEL_RETURN_IF_ERROR(options.Validate());
+namespace {
+
+// The caller's target and modes, checked before any sampling: INVALID_ARGUMENT naming the field.
+absl::Status ValidateTarget(const LogLikelihoodFn& log_likelihood,
+                            const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_sd,
+                            const std::vector<ProposalMode>& modes) {
   if (!log_likelihood) return absl::InvalidArgumentError("log_likelihood: must be set");
   const int u = static_cast<int>(prior_mean.size());
   if (u < 1) return absl::InvalidArgumentError("prior_mean: must have at least one entry");
@@ -228,8 +225,14 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
     return absl::InvalidArgumentError("prior_sd: every entry must be finite and > 0");
   }
   if (modes.empty()) return absl::InvalidArgumentError("modes: need at least one mode");
-  // The first proposal: the modes weighted by Laplace mass.
-  const double inflation2 = options.covariance_inflation * options.covariance_inflation;
+  return absl::OkStatus();
+}
+
+// The first proposal: the modes weighted by Laplace mass, sharing 1 − prior_share; each
+// mode's covariance inflated by inflation2 (the square of covariance_inflation).
+absl::StatusOr<std::vector<Component>> FirstProposal(const std::vector<ProposalMode>& modes,
+                                                     int u, double inflation2,
+                                                     double prior_share) {
   std::vector<Component> components;
   Eigen::VectorXd log_mass(modes.size());
   for (size_t m = 0; m < modes.size(); ++m) {
@@ -256,8 +259,127 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
   }
   const double log_total_mass = LogSumExp(log_mass);
   for (size_t m = 0; m < modes.size(); ++m) {
-    components[m].log_weight = std::log1p(-options.prior_share) + log_mass[m] - log_total_mass;
+    components[m].log_weight = std::log1p(-prior_share) + log_mass[m] - log_total_mass;
   }
+  return components;
+}
+
+// Adapts the proposal: appends to `next` two Student-t components, one at the importance-
+// weighted mean and covariance of every sample so far (the posterior's moments: ridges and
+// missed regions widen it), one at those of the heaviest weights (the tail k̂ was fitted to:
+// where the proposal is thinnest relative to the posterior), and records them as adapted modes.
+// Returns how many were added (a covariance that is not positive definite adds none).
+int AddAdaptedComponents(const Eigen::MatrixXd& points, const Eigen::VectorXd& log_weights,
+                         double pareto_k, double inflation2, std::vector<Component>* next,
+                         std::vector<ProposalMode>* all_modes) {
+  const int64_t total = points.rows();
+  const int u = static_cast<int>(points.cols());
+  const int64_t tail_size = static_cast<int64_t>(std::ceil(
+      std::min(0.2 * static_cast<double>(total), 3.0 * std::sqrt(static_cast<double>(total)))));
+  std::vector<int64_t> all(total);
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<int64_t> heaviest = all;
+  std::nth_element(heaviest.begin(), heaviest.begin() + tail_size, heaviest.end(),
+                   [&](int64_t a, int64_t b) { return log_weights[a] > log_weights[b]; });
+  heaviest.resize(tail_size);
+  std::sort(heaviest.begin(), heaviest.end());  // a fixed order: sums do not depend on it
+  int added = 0;
+  for (const std::vector<int64_t>* subset : {&all, &heaviest}) {
+    const std::vector<int64_t>& rows = *subset;
+    Eigen::VectorXd lw(rows.size());
+    Eigen::MatrixXd x(rows.size(), u);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      lw[r] = log_weights[rows[r]];
+      x.row(r) = points.row(rows[r]);
+    }
+    const Eigen::ArrayXd w = (lw.array() - lw.maxCoeff()).exp();
+    const Eigen::VectorXd normalised = (w / w.sum()).matrix();
+    const Eigen::VectorXd mean = x.transpose() * normalised;
+    const Eigen::MatrixXd centred = x.rowwise() - mean.transpose();
+    Eigen::MatrixXd covariance = centred.transpose() * normalised.asDiagonal() * centred;
+    covariance.diagonal().array() += 1e-9;
+    const Eigen::LLT<Eigen::MatrixXd> llt(inflation2 * covariance);
+    if (llt.info() != Eigen::Success) continue;
+    next->push_back({mean, llt.matrixL(), 0.0});
+    ProposalMode adapted;
+    adapted.mean = mean;
+    adapted.covariance = covariance;
+    adapted.adapted = true;
+    adapted.origin =
+        absl::StrFormat("adapted: importance-weighted moments of %s %d samples (Pareto k %.2f)",
+                        subset == &all ? "all" : "the heaviest",
+                        static_cast<int64_t>(rows.size()), pareto_k);
+    all_modes->push_back(std::move(adapted));
+    ++added;
+  }
+  return added;
+}
+
+// The estimate and its diagnostics into `result`: the last stage's mixture weights, each
+// source's share of the weight, and whether the estimate is reliable (and why not).
+void Summarise(const Estimate& estimate, const MixtureProposal& last_stage,
+               const std::vector<int>& sources, const Eigen::VectorXd& log_weights,
+               std::vector<ProposalMode> all_modes, const ImportanceSamplingOptions& options,
+               ImportanceSamplingResult* result) {
+  const int64_t total = log_weights.size();
+  result->log_evidence = estimate.log_evidence;
+  result->log_evidence_error = estimate.error;
+  result->effective_sample_size = estimate.ess;
+  result->num_samples = total;
+  result->pareto_k = estimate.pareto_k;
+  result->modes = all_modes;
+  // The last stage's mixture weights.
+  for (const Component& c : last_stage.components()) {
+    result->mode_weights.push_back(std::exp(c.log_weight));
+  }
+  result->prior_share = options.prior_share;
+  // Weight shares by source.
+  const double top = log_weights.maxCoeff();
+  const Eigen::ArrayXd w = (log_weights.array() - top).exp();
+  const double sum = w.sum();
+  result->mode_weight_shares.assign(all_modes.size(), 0.0);
+  for (int64_t i = 0; i < total; ++i) {
+    if (sources[i] < 0) {
+      result->prior_weight_share += w[i] / sum;
+    } else {
+      result->mode_weight_shares[sources[i]] += w[i] / sum;
+    }
+  }
+  if (estimate.pareto_k > options.max_pareto_k) {
+    result->reliability = absl::StrFormat(
+        "Pareto k %.2f > %.2f: a few samples carry most of the weight (the proposal misses "
+        "part of the posterior), so the estimate and its error are not reliable",
+        estimate.pareto_k, options.max_pareto_k);
+  } else if (estimate.error > options.target_error) {
+    result->reliability =
+        absl::StrFormat("error %.3f nats above the target %.3f (%s)", estimate.error,
+                        options.target_error, result->partial_reason);
+  } else if (std::isnan(estimate.pareto_k)) {
+    result->reliability = "Pareto k could not be estimated (too few distinct weights)";
+  } else {
+    result->reliable = true;
+    result->reliability =
+        absl::StrFormat("Pareto k %.2f ≤ %.2f and error %.3f ≤ %.3f nats", estimate.pareto_k,
+                        options.max_pareto_k, estimate.error, options.target_error);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
+    const LogLikelihoodFn& log_likelihood, const Eigen::VectorXd& prior_mean,
+    const Eigen::VectorXd& prior_sd, const std::vector<ProposalMode>& modes,
+    const ImportanceSamplingOptions& options, const ProgressCallback& progress) {
+  const auto start_time = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  };
+  GPSEL_RETURN_IF_ERROR(options.Validate());
+  GPSEL_RETURN_IF_ERROR(ValidateTarget(log_likelihood, prior_mean, prior_sd, modes));
+  const int u = static_cast<int>(prior_mean.size());
+  const double inflation2 = options.covariance_inflation * options.covariance_inflation;
+  GPSEL_ASSIGN_OR_RETURN(std::vector<Component> components,
+                         FirstProposal(modes, u, inflation2, options.prior_share));
   // Proposal stages: the first, then one per adaptation. Each sample's weight uses the mixture
   // of every stage's proposal in proportion to its samples (the balance heuristic of multiple
   // importance sampling), so that samples of an early, poorer proposal are reweighted by the
@@ -421,44 +543,8 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
       // earlier components keep the other half in their proportions.
       std::vector<Component> next = stages.back().components();
       for (Component& c : next) c.log_weight += std::log(0.5);
-      const int64_t tail_size = static_cast<int64_t>(std::ceil(
-          std::min(0.2 * static_cast<double>(total), 3.0 * std::sqrt(static_cast<double>(total)))));
-      std::vector<int64_t> all(total);
-      std::iota(all.begin(), all.end(), 0);
-      std::vector<int64_t> heaviest = all;
-      std::nth_element(heaviest.begin(), heaviest.begin() + tail_size, heaviest.end(),
-                       [&](int64_t a, int64_t b) { return log_weights[a] > log_weights[b]; });
-      heaviest.resize(tail_size);
-      std::sort(heaviest.begin(), heaviest.end());  // a fixed order: sums do not depend on it
-      int added = 0;
-      for (const std::vector<int64_t>* subset : {&all, &heaviest}) {
-        const std::vector<int64_t>& rows = *subset;
-        Eigen::VectorXd lw(rows.size());
-        Eigen::MatrixXd x(rows.size(), u);
-        for (size_t r = 0; r < rows.size(); ++r) {
-          lw[r] = log_weights[rows[r]];
-          x.row(r) = points.row(rows[r]);
-        }
-        const Eigen::ArrayXd w = (lw.array() - lw.maxCoeff()).exp();
-        const Eigen::VectorXd normalised = (w / w.sum()).matrix();
-        const Eigen::VectorXd mean = x.transpose() * normalised;
-        const Eigen::MatrixXd centred = x.rowwise() - mean.transpose();
-        Eigen::MatrixXd covariance = centred.transpose() * normalised.asDiagonal() * centred;
-        covariance.diagonal().array() += 1e-9;
-        const Eigen::LLT<Eigen::MatrixXd> llt(inflation2 * covariance);
-        if (llt.info() != Eigen::Success) continue;
-        next.push_back({mean, llt.matrixL(), 0.0});
-        ProposalMode adapted;
-        adapted.mean = mean;
-        adapted.covariance = covariance;
-        adapted.adapted = true;
-        adapted.origin =
-            absl::StrFormat("adapted: importance-weighted moments of %s %d samples (Pareto k %.2f)",
-                            subset == &all ? "all" : "the heaviest",
-                            static_cast<int64_t>(rows.size()), estimate.pareto_k);
-        all_modes.push_back(std::move(adapted));
-        ++added;
-      }
+      const int added = AddAdaptedComponents(points, log_weights,
+                                             estimate.pareto_k, inflation2, &next, &all_modes);
       if (added > 0) {
         for (int k = 0; k < added; ++k) {
           next[next.size() - 1 - k].log_weight =
@@ -488,46 +574,8 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
                      " samples had a finite likelihood (covariance never positive definite?)"));
   }
 
-  result.log_evidence = estimate.log_evidence;
-  result.log_evidence_error = estimate.error;
-  result.effective_sample_size = estimate.ess;
-  result.num_samples = total;
-  result.pareto_k = estimate.pareto_k;
-  result.modes = all_modes;
-  // The last stage's mixture weights.
-  for (const Component& c : stages.back().components()) {
-    result.mode_weights.push_back(std::exp(c.log_weight));
-  }
-  result.prior_share = options.prior_share;
-  // Weight shares by source.
-  const double top = log_weights.maxCoeff();
-  const Eigen::ArrayXd w = (log_weights.array() - top).exp();
-  const double sum = w.sum();
-  result.mode_weight_shares.assign(all_modes.size(), 0.0);
-  for (int64_t i = 0; i < total; ++i) {
-    if (sources[i] < 0) {
-      result.prior_weight_share += w[i] / sum;
-    } else {
-      result.mode_weight_shares[sources[i]] += w[i] / sum;
-    }
-  }
-  if (estimate.pareto_k > options.max_pareto_k) {
-    result.reliability = absl::StrFormat(
-        "Pareto k %.2f > %.2f: a few samples carry most of the weight (the proposal misses "
-        "part of the posterior), so the estimate and its error are not reliable",
-        estimate.pareto_k, options.max_pareto_k);
-  } else if (estimate.error > options.target_error) {
-    result.reliability =
-        absl::StrFormat("error %.3f nats above the target %.3f (%s)", estimate.error,
-                        options.target_error, result.partial_reason);
-  } else if (std::isnan(estimate.pareto_k)) {
-    result.reliability = "Pareto k could not be estimated (too few distinct weights)";
-  } else {
-    result.reliable = true;
-    result.reliability =
-        absl::StrFormat("Pareto k %.2f ≤ %.2f and error %.3f ≤ %.3f nats", estimate.pareto_k,
-                        options.max_pareto_k, estimate.error, options.target_error);
-  }
+  Summarise(estimate, stages.back(), sources, log_weights, std::move(all_modes), options,
+            &result);
   if (options.return_samples) {
     result.samples = points;
     result.log_weights = log_weights.array() - LogSumExp(log_weights);
