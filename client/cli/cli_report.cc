@@ -36,6 +36,7 @@
 #include "gpsel/core/predict.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
+#include "gpsel/core/status_macros.h"
 
 namespace gpsel::cli {
 namespace {
@@ -88,6 +89,197 @@ std::string ShellQuote(const std::string& value) {
   });
   if (plain) return value;
   return absl::StrCat("'", absl::StrReplaceAll(value, {{"'", "'\\''"}}), "'");
+}
+
+// Phase 2 of a report: every kernel compared, with all the paper's metrics. Those of the
+// search's path come with the search (SearchStep::kept_score, SearchResult::best); only the
+// others are scored. Fills in->scores and in->chosen (the search's best, else the best by
+// in->metric); `comparison` keeps what was scored and how, for the summary.
+struct Comparison {
+  std::vector<KernelExpr> to_score;
+  std::vector<KernelScore> scored;
+  ScoreOptions options;
+};
+absl::Status CompareKernels(Backend& backend, const Dataset& data,
+                            const std::vector<KernelExpr>& kernels,
+                            const ScoreOptions& score_options, ProgressCallback progress,
+                            report::ReportInputs* in, Comparison* comparison) {
+  std::map<std::string, KernelScore> searched;
+  if (in->search) {
+    for (const SearchStep& step : in->search->steps) {
+      if (step.kept_score) searched.emplace(step.kept_score->kernel, *step.kept_score);
+    }
+    searched.emplace(in->search->best.kernel, in->search->best);
+  }
+  for (const KernelExpr& kernel : kernels) {
+    if (!searched.count(ToString(kernel))) comparison->to_score.push_back(kernel);
+  }
+  // The kernels the search scored are scored already on this data with these options: a given
+  // kernel that contains one also starts its fits from that one's optima (ScoreKernels picks the
+  // largest contained; core/score.h NestedParent), in-process and in the ScoreRequest alike. So
+  // its MLL is not below that of a kept kernel it contains, and it need not find that basin
+  // again from its random starts.
+  comparison->options = score_options;
+  for (const auto& [text, score] : searched) {
+    GPSEL_ASSIGN_OR_RETURN(KernelExpr kernel, ParseKernel(text));
+    comparison->options.nested_parents.push_back(
+        {std::move(kernel), std::make_shared<const KernelScore>(score)});
+  }
+  if (!comparison->to_score.empty()) {
+    GPSEL_ASSIGN_OR_RETURN(
+        comparison->scored,
+        backend.Score(data, comparison->to_score, comparison->options, progress));
+  }
+  for (const KernelExpr& kernel : kernels) {
+    auto it = searched.find(ToString(kernel));
+    if (it != searched.end()) {
+      in->scores.push_back(it->second);
+      continue;
+    }
+    auto same = [&](const KernelScore& s) { return s.kernel == ToString(kernel); };
+    auto found = std::find_if(comparison->scored.begin(), comparison->scored.end(), same);
+    if (found != comparison->scored.end()) in->scores.push_back(*found);
+  }
+  if (in->search) {
+    in->chosen = in->search->best;
+    auto same = [&](const KernelScore& s) { return s.kernel == in->chosen.kernel; };
+    if (std::none_of(in->scores.begin(), in->scores.end(), same)) {
+      in->scores.push_back(in->chosen);
+    }
+    return absl::OkStatus();
+  }
+  const KernelScore* best = nullptr;
+  for (const KernelScore& s : in->scores) {
+    auto it = s.metrics.find(in->metric);
+    if (it == s.metrics.end()) continue;
+    if (best == nullptr || it->second > best->metrics.at(in->metric)) best = &s;
+  }
+  if (best == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no kernel has a defined ", in->metric, " (try --metric lap0)"));
+  }
+  in->chosen = *best;
+  return absl::OkStatus();
+}
+
+// Phase 3: the chosen kernel's posterior at its fit for the metric, on a grid (with the
+// summands) and at the data (residuals). The values are given, so nothing is refitted.
+absl::Status PredictChosen(Backend& backend, const Dataset& data, const KernelExpr& chosen_kernel,
+                           const ScoreOptions& score_options, ProgressCallback progress,
+                           report::ReportInputs* in) {
+  const FitResult* fit = report::FitForMetric(in->chosen, in->metric);
+  if (fit == nullptr) return absl::InternalError("the chosen kernel has no fit");
+  PredictOptions predict_options;
+  predict_options.hyperparameters = fit->values;
+  predict_options.fit = score_options;
+  predict_options.fit.standardize = in->chosen.standardized;
+  in->grid = report::FitGrid(data);
+  if (in->grid.rows() > 0) {
+    predict_options.components = true;
+    GPSEL_ASSIGN_OR_RETURN(
+        in->on_grid, backend.Predict(data, chosen_kernel, in->grid, predict_options, progress));
+  }
+  predict_options.components = false;
+  GPSEL_ASSIGN_OR_RETURN(in->on_data,
+                         backend.Predict(data, chosen_kernel, data.x, predict_options, progress));
+  return absl::OkStatus();
+}
+
+// Phase 4 (--evidence): the chosen kernel's log evidence with its samples (figure "laplace",
+// log Z in "metrics").
+absl::Status AddEvidence(Backend& backend, const Dataset& data, const KernelExpr& chosen_kernel,
+                         const ReportFlags& flags, const ScoreOptions& score_options,
+                         EvidenceMethod method, ProgressCallback progress,
+                         report::ReportInputs* in) {
+  EvidenceOptions evidence_options;
+  evidence_options.sampling.dlogz = flags.dlogz;
+  evidence_options.sampling.num_live = flags.nlive;
+  evidence_options.sampling.seed = flags.fit.seed;
+  evidence_options.sampling.return_samples = true;
+  evidence_options.importance.return_samples = true;
+  evidence_options.importance.seed = flags.fit.seed;
+  evidence_options.standardize = in->chosen.standardized;
+  evidence_options.hyperparameters = score_options.hyperparameters;
+  evidence_options.scale_x = score_options.scale_x;
+  evidence_options.method = method;
+  GPSEL_RETURN_IF_ERROR(evidence_options.Validate());
+  GPSEL_ASSIGN_OR_RETURN(in->evidence,
+                         backend.Evidence(data, chosen_kernel, evidence_options, progress));
+  return absl::OkStatus();
+}
+
+// The words of the page: axis titles and units from the flags or the CSV header, and x's
+// columns by name for a pinned kernel's words ("SE[1]": "in <name of column 1>").
+void LabelReport(const ReportFlags& flags, const FitFlags& data_flags, const Dataset& data,
+                 report::ReportInputs* in) {
+  const std::vector<std::string> header = HeaderNames(data_flags);
+  const std::string x_name = flags.x_label.empty()
+                                 ? (header.size() >= 2 && data.num_dims() == 1 ? header[0] : "x")
+                                 : flags.x_label;
+  const std::string y_name =
+      flags.y_label.empty() ? (header.size() >= 2 ? header.back() : "y") : flags.y_label;
+  in->units.x = flags.x_unit.empty() ? report::UnitFromColumnName(x_name) : flags.x_unit;
+  in->units.y = flags.y_unit;
+  if (header.size() == static_cast<size_t>(data.num_dims()) + 1) {
+    in->units.x_columns.assign(header.begin(), header.end() - 1);
+  }
+  in->x_label =
+      Labelled(x_name, flags.x_label.empty() && flags.x_unit.empty() ? "" : flags.x_unit);
+  in->y_label = Labelled(y_name, flags.y_unit);
+  in->title = flags.fit.data_path == "-" ? "stdin" : flags.fit.data_path;
+  in->title = in->title.substr(in->title.find_last_of('/') + 1);
+}
+
+// What the comparison cost: kernels whose scores came with the search (and the seconds the
+// search spent on the kept ones besides its best, inside its stage), kernels fitted for it,
+// which of the search's kernels started each one scored for the report and where its winning
+// starts came from (bench/RESULTS.md reads whether the nested starts won), and each stage's time.
+void PrintCost(const report::ReportInputs& in, const Comparison& comparison,
+               const std::vector<std::pair<std::string, double>>& stage_seconds) {
+  double kept_seconds = 0.0;
+  if (in.search) {
+    for (const SearchStep& step : in.search->steps) {
+      if (step.kept_score && step.kept_score->kernel != in.search->best.kernel) {
+        kept_seconds += step.kept_score->seconds;
+      }
+    }
+  }
+  const size_t from_search = in.scores.size() - comparison.to_score.size();
+  if (from_search > 0) {
+    std::cout << absl::StrFormat(
+        "kernels compared: %d scored by the search (its kept kernels' scores took %.2f s), %d "
+        "scored for the report\n",
+        from_search, kept_seconds, comparison.to_score.size());
+  } else {
+    std::cout << absl::StrFormat("kernels compared: %d, scored for the report\n",
+                                 comparison.to_score.size());
+  }
+  auto winning_start = [](const std::optional<FitResult>& fit) -> std::string {
+    if (!fit) return "-";
+    const std::string kind(StartKindName(fit->best_start_kind));
+    return fit->best_start_origin.empty() ? kind
+                                          : absl::StrCat(kind, " (", fit->best_start_origin, ")");
+  };
+  for (const KernelScore& score : comparison.scored) {
+    absl::StatusOr<KernelExpr> kernel = ParseKernel(score.kernel);
+    if (!kernel.ok()) continue;
+    std::vector<std::string> parents;
+    for (const NestedParent& parent :
+         LargestContainedParents(*kernel, comparison.options.nested_parents)) {
+      parents.push_back(ToString(parent.kernel));
+    }
+    std::cout << absl::StrFormat(
+        "  %s: %swinning starts: MLL %s, MAP %s\n", score.kernel,
+        parents.empty() ? ""
+                        : absl::StrCat("also started from the optima of ",
+                                       absl::StrJoin(parents, ", "), "; "),
+        winning_start(score.mll_fit), winning_start(score.map_fit));
+  }
+  std::cout << "seconds:";
+  for (const auto& [stage, seconds] : stage_seconds) {
+    std::cout << absl::StrFormat(" %s %.2f", stage, seconds);
+  }
+  std::cout << "\n";
 }
 
 int RunReport(const ReportFlags& flags, const std::string& command) {
@@ -174,184 +366,42 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
     }
     stage_done("search");
   }
-  // 2. Every kernel compared, with all the paper's metrics: those of the search's path come
-  //    with the search (SearchStep::kept_score, SearchResult::best); only the others are scored.
-  std::map<std::string, KernelScore> searched;
-  if (in.search) {
-    for (const SearchStep& step : in.search->steps) {
-      if (step.kept_score) searched.emplace(step.kept_score->kernel, *step.kept_score);
-    }
-    searched.emplace(in.search->best.kernel, in.search->best);
+  // 2. Every kernel compared, with all the paper's metrics (CompareKernels).
+  Comparison comparison;
+  if (absl::Status s = CompareKernels(**backend, *data, kernels, score_options,
+                                      progress.callback(), &in, &comparison);
+      !s.ok()) {
+    return ReportError(s);
   }
-  std::vector<KernelExpr> to_score;
-  for (const KernelExpr& kernel : kernels) {
-    if (!searched.count(ToString(kernel))) to_score.push_back(kernel);
-  }
-  // The kernels the search scored are scored already on this data with these options: a given
-  // kernel that contains one also starts its fits from that one's optima (ScoreKernels picks the
-  // largest contained; core/score.h NestedParent), in-process and in the ScoreRequest alike. So
-  // its MLL is not below that of a kept kernel it contains, and it need not find that basin
-  // again from its random starts.
-  ScoreOptions compare_options = score_options;
-  for (const auto& [text, score] : searched) {
-    absl::StatusOr<KernelExpr> kernel = ParseKernel(text);
-    if (!kernel.ok()) return ReportError(kernel.status());
-    compare_options.nested_parents.push_back(
-        {*std::move(kernel), std::make_shared<const KernelScore>(score)});
-  }
-  std::vector<KernelScore> scored;
-  if (!to_score.empty()) {
-    absl::StatusOr<std::vector<KernelScore>> scores =
-        (*backend)->Score(*data, to_score, compare_options, progress.callback());
-    if (!scores.ok()) return ReportError(scores.status());
-    scored = *std::move(scores);
-    stage_done("scores");
-  }
-  for (const KernelExpr& kernel : kernels) {
-    auto it = searched.find(ToString(kernel));
-    if (it != searched.end()) {
-      in.scores.push_back(it->second);
-      continue;
-    }
-    auto same = [&](const KernelScore& s) { return s.kernel == ToString(kernel); };
-    auto found = std::find_if(scored.begin(), scored.end(), same);
-    if (found != scored.end()) in.scores.push_back(*found);
-  }
-  if (in.search) {
-    in.chosen = in.search->best;
-    auto same = [&](const KernelScore& s) { return s.kernel == in.chosen.kernel; };
-    if (std::none_of(in.scores.begin(), in.scores.end(), same)) in.scores.push_back(in.chosen);
-  } else {
-    const KernelScore* best = nullptr;
-    for (const KernelScore& s : in.scores) {
-      auto it = s.metrics.find(metric);
-      if (it == s.metrics.end()) continue;
-      if (best == nullptr || it->second > best->metrics.at(metric)) best = &s;
-    }
-    if (best == nullptr) {
-      return ReportError(absl::FailedPreconditionError(
-          absl::StrCat("no kernel has a defined ", metric, " (try --metric lap0)")));
-    }
-    in.chosen = *best;
-  }
+  if (!comparison.to_score.empty()) stage_done("scores");
   absl::StatusOr<KernelExpr> chosen_kernel = ParseKernel(in.chosen.kernel);
   if (!chosen_kernel.ok()) return ReportError(chosen_kernel.status());
 
-  // 3. The chosen kernel's posterior at its fit for the metric: on a grid (with the summands)
-  //    and at the data (residuals). The values are given, so nothing is refitted.
-  const FitResult* fit = report::FitForMetric(in.chosen, metric);
-  if (fit == nullptr) return ReportError(absl::InternalError("the chosen kernel has no fit"));
-  PredictOptions predict_options;
-  predict_options.hyperparameters = fit->values;
-  predict_options.fit = score_options;
-  predict_options.fit.standardize = in.chosen.standardized;
-  in.grid = report::FitGrid(*data);
-  if (in.grid.rows() > 0) {
-    predict_options.components = true;
-    absl::StatusOr<PredictResult> on_grid =
-        (*backend)->Predict(*data, *chosen_kernel, in.grid, predict_options, progress.callback());
-    if (!on_grid.ok()) return ReportError(on_grid.status());
-    in.on_grid = *std::move(on_grid);
+  // 3. The chosen kernel's posterior (PredictChosen).
+  if (absl::Status s = PredictChosen(**backend, *data, *chosen_kernel, score_options,
+                                     progress.callback(), &in);
+      !s.ok()) {
+    return ReportError(s);
   }
-  predict_options.components = false;
-  absl::StatusOr<PredictResult> on_data =
-      (*backend)->Predict(*data, *chosen_kernel, data->x, predict_options, progress.callback());
-  if (!on_data.ok()) return ReportError(on_data.status());
-  in.on_data = *std::move(on_data);
   stage_done("predict");
 
-  // 4. The evidence of the chosen kernel, with its samples (figure "laplace", log Z in
-  //    "metrics").
+  // 4. The evidence of the chosen kernel (AddEvidence).
   if (flags.evidence) {
-    EvidenceOptions evidence_options;
-    evidence_options.sampling.dlogz = flags.dlogz;
-    evidence_options.sampling.num_live = flags.nlive;
-    evidence_options.sampling.seed = flags.fit.seed;
-    evidence_options.sampling.return_samples = true;
-    evidence_options.importance.return_samples = true;
-    evidence_options.importance.seed = flags.fit.seed;
-    evidence_options.standardize = in.chosen.standardized;
-    evidence_options.hyperparameters = score_options.hyperparameters;
-    evidence_options.scale_x = score_options.scale_x;
-    evidence_options.method = *evidence_method;
-    if (absl::Status s = evidence_options.Validate(); !s.ok()) return ReportError(s);
-    absl::StatusOr<EvidenceResult> evidence =
-        (*backend)->Evidence(*data, *chosen_kernel, evidence_options, progress.callback());
-    if (!evidence.ok()) return ReportError(evidence.status());
-    in.evidence = *std::move(evidence);
+    if (absl::Status s = AddEvidence(**backend, *data, *chosen_kernel, flags, score_options,
+                                     *evidence_method, progress.callback(), &in);
+        !s.ok()) {
+      return ReportError(s);
+    }
     stage_done("evidence");
   }
   progress.Finish();
 
-  const std::vector<std::string> header = HeaderNames(data_flags);
-  const std::string x_name = flags.x_label.empty()
-                                 ? (header.size() >= 2 && data->num_dims() == 1 ? header[0] : "x")
-                                 : flags.x_label;
-  const std::string y_name =
-      flags.y_label.empty() ? (header.size() >= 2 ? header.back() : "y") : flags.y_label;
-  in.units.x = flags.x_unit.empty() ? report::UnitFromColumnName(x_name) : flags.x_unit;
-  in.units.y = flags.y_unit;
-  // x's columns by name for a pinned kernel's words ("SE[1]": "in <name of column 1>").
-  if (header.size() == static_cast<size_t>(data->num_dims()) + 1) {
-    in.units.x_columns.assign(header.begin(), header.end() - 1);
-  }
-  in.x_label = Labelled(x_name, flags.x_label.empty() && flags.x_unit.empty() ? "" : flags.x_unit);
-  in.y_label = Labelled(y_name, flags.y_unit);
-  in.title = flags.fit.data_path == "-" ? "stdin" : flags.fit.data_path;
-  in.title = in.title.substr(in.title.find_last_of('/') + 1);
-
+  LabelReport(flags, data_flags, *data, &in);
   absl::StatusOr<report::ReportResult> result = report::WriteReport(in, report_options);
   if (!result.ok()) return ReportError(result.status());
   stage_done("figures");
-  // What the comparison cost: kernels whose scores came with the search (and the seconds the
-  // search spent on the kept ones besides its best, inside its stage), kernels fitted for it.
-  double kept_seconds = 0.0;
-  if (in.search) {
-    for (const SearchStep& step : in.search->steps) {
-      if (step.kept_score && step.kept_score->kernel != in.search->best.kernel) {
-        kept_seconds += step.kept_score->seconds;
-      }
-    }
-  }
   std::cout << result->Summary();
-  const size_t from_search = in.scores.size() - to_score.size();
-  if (from_search > 0) {
-    std::cout << absl::StrFormat(
-        "kernels compared: %d scored by the search (its kept kernels' scores took %.2f s), %d "
-        "scored for the report\n",
-        from_search, kept_seconds, to_score.size());
-  } else {
-    std::cout << absl::StrFormat("kernels compared: %d, scored for the report\n",
-                                 to_score.size());
-  }
-  // Which of the search's kernels started each one scored for the report, and where its winning
-  // starts came from (bench/RESULTS.md reads whether the nested starts won).
-  auto winning_start = [](const std::optional<FitResult>& fit) -> std::string {
-    if (!fit) return "-";
-    const std::string kind(StartKindName(fit->best_start_kind));
-    return fit->best_start_origin.empty() ? kind
-                                          : absl::StrCat(kind, " (", fit->best_start_origin, ")");
-  };
-  for (const KernelScore& score : scored) {
-    absl::StatusOr<KernelExpr> kernel = ParseKernel(score.kernel);
-    if (!kernel.ok()) continue;
-    std::vector<std::string> parents;
-    for (const NestedParent& parent :
-         LargestContainedParents(*kernel, compare_options.nested_parents)) {
-      parents.push_back(ToString(parent.kernel));
-    }
-    std::cout << absl::StrFormat(
-        "  %s: %swinning starts: MLL %s, MAP %s\n", score.kernel,
-        parents.empty() ? ""
-                        : absl::StrCat("also started from the optima of ",
-                                       absl::StrJoin(parents, ", "), "; "),
-        winning_start(score.mll_fit), winning_start(score.map_fit));
-  }
-  std::cout << "seconds:";
-  for (const auto& [stage, seconds] : stage_seconds) {
-    std::cout << absl::StrFormat(" %s %.2f", stage, seconds);
-  }
-  std::cout << "\n";
+  PrintCost(in, comparison, stage_seconds);
   if (in.evidence.has_value() && in.evidence->partial) {
     std::cout << "PARTIAL: the log evidence in the report is not final: "
               << in.evidence->partial_reason << "\n";
