@@ -940,140 +940,145 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     }
     RunTasks(pool, tasks);
     GPSEL_RETURN_IF_ERROR(first_error());
+  }
 
-    // 1b. With shared prior draws (FitOptions::share_prior_draws) the MLL fit continues from each
-    // distinct end point of the MAP fit's draws: the draws explore once, and from a MAP optimum
-    // the MLL optimum of the same basin is a short climb (the two objectives differ by the log
-    // prior alone). End points within kSameOptimumNats under the MAP objective count as one.
-    if (follow) {
-      std::vector<std::pair<Eigen::VectorXd, std::string>> points;
-      std::vector<double> values;
-      for (size_t k = 0; k < outcomes[map].size(); ++k) {
-        const StartOutcome& draw = outcomes[map][k];
-        if (!draw.ok || draw.kind != StartKind::kPriorDraw) continue;
-        if (std::any_of(values.begin(), values.end(),
-                        [&](double v) { return std::abs(v - draw.value) <= kSameOptimumNats; })) {
-          continue;
-        }
-        values.push_back(draw.value);
-        points.emplace_back(draw.raw, absl::StrCat("MAP start ", k, "'s end point"));
+  // 1b. With shared prior draws (FitOptions::share_prior_draws) the MLL fit continues from each
+  // distinct end point of the MAP fit's draws: the draws explore once, and from a MAP optimum
+  // the MLL optimum of the same basin is a short climb (the two objectives differ by the log
+  // prior alone). End points within kSameOptimumNats under the MAP objective count as one.
+  if (follow) {
+    std::vector<std::pair<Eigen::VectorXd, std::string>> points;
+    std::vector<double> values;
+    for (size_t k = 0; k < outcomes[map].size(); ++k) {
+      const StartOutcome& draw = outcomes[map][k];
+      if (!draw.ok || draw.kind != StartKind::kPriorDraw) continue;
+      if (std::any_of(values.begin(), values.end(), [&](double v) {
+            return std::abs(v - draw.value) <= kSameOptimumNats;
+          })) {
+        continue;
       }
-      const size_t first = outcomes[mll].size();
-      outcomes[mll].resize(first + points.size());
-      std::vector<std::function<void()>> tasks;
-      for (size_t k = 0; k < points.size(); ++k) {
-        tasks.push_back([&, k] {
-          outcomes[mll][first + k] =
-              runs[mll]->RunCrossStart(points[k].first, points[k].second, report);
+      values.push_back(draw.value);
+      points.emplace_back(draw.raw, absl::StrCat("MAP start ", k, "'s end point"));
+    }
+    const size_t first = outcomes[mll].size();
+    outcomes[mll].resize(first + points.size());
+    std::vector<std::function<void()>> tasks;
+    for (size_t k = 0; k < points.size(); ++k) {
+      tasks.push_back([&, k] {
+        outcomes[mll][first + k] =
+            runs[mll]->RunCrossStart(points[k].first, points[k].second, report);
+      });
+    }
+    RunTasks(pool, tasks);
+    GPSEL_RETURN_IF_ERROR(first_error());
+  }
+
+  // 2. Cross-seeding (MLL and MAP fitted together): every end point of the other fit is worth
+  // this objective's value there at the price of a log prior; a fit beaten at such a point
+  // starts once more from the best of them. MLL's and MAP's optima are then within one start of
+  // each other's basins, which random draws alone often miss (a MAP fit in a short-lengthscale
+  // basin whose likelihood is far above the MLL fit's smooth-trend optimum, say).
+  if (cross) {
+    std::vector<std::function<void()>> tasks;
+    for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
+      double own_best = -std::numeric_limits<double>::infinity();
+      for (const StartOutcome& outcome : outcomes[r]) {
+        if (outcome.ok) own_best = std::max(own_best, outcome.value);
+      }
+      const StartOutcome* seed = nullptr;
+      double seed_value = own_best + kNegligibleGain * std::max(1.0, std::abs(own_best));
+      for (const StartOutcome& other : outcomes[o]) {
+        if (!other.ok) continue;
+        const double value = runs[r]->ValueFromOther(other);
+        if (value > seed_value) {
+          seed = &other;
+          seed_value = value;
+        }
+      }
+      if (seed == nullptr) continue;
+      const std::string origin = absl::StrCat(
+          r == mll ? "MAP" : "MLL", " start ", seed - outcomes[o].data(), "'s end point");
+      // A copy: the other fit's outcomes grow in the next iteration.
+      const Eigen::VectorXd point = seed->raw;
+      outcomes[r].emplace_back();
+      // `run = r`: a lambda may not capture a structured binding in C++17 (clang rejects it).
+      tasks.push_back([&, run = r, point, origin] {
+        outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
+      });
+    }
+    RunTasks(pool, tasks);
+    GPSEL_RETURN_IF_ERROR(first_error());
+  }
+
+  // 3. The winners' polishes side by side. (Finish returns errors as statuses; anything thrown
+  // is turned into one so that pool tasks never throw.)
+  auto finish = [&](const std::vector<size_t>& which) -> absl::Status {
+    std::vector<std::function<void()>> tasks;
+    for (size_t r : which) {
+      tasks.push_back([&, r] {
+        try {
+          results[r] = runs[r]->Finish(outcomes[r], report);
+        } catch (...) {
+          results[r] = StatusOfCurrentException("fit");
+        }
+      });
+    }
+    RunTasks(pool, tasks);
+    for (size_t r : which) {
+      if (!results[r].ok()) return results[r].status();
+    }
+    return absl::OkStatus();
+  };
+  std::vector<size_t> all(num_runs);
+  for (size_t r = 0; r < num_runs; ++r) all[r] = r;
+  GPSEL_RETURN_IF_ERROR(finish(all));
+
+  // 4. The invariants on the polished optima: MLL ≥ log p(y|θ̂_MAP), MAP ≥ its value at θ̂_MLL.
+  // A fit beaten at the other's optimum starts once more from there (its polish may then beat
+  // the other in turn, hence rounds); a violation at rounding level, or one left after the
+  // rounds, is settled by adopting the other optimum, so that both hold exactly.
+  for (int round = 0; cross && round <= kMaxCrossRounds + 2; ++round) {
+    std::vector<size_t> restarted;
+    std::vector<std::function<void()>> tasks;
+    bool adopted = false;
+    for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
+      const double there = runs[r]->ValueAtOtherOptimum(*results[o]);
+      const double here = results[r]->objective_value;
+      if (!(there > here)) continue;
+      if (there - here > kCrossRestartNats && round < kMaxCrossRounds) {
+        const std::string origin = absl::StrCat(r == mll ? "MAP" : "MLL", " optimum");
+        outcomes[r].emplace_back();
+        const Eigen::VectorXd point = results[o]->raw;
+        restarted.push_back(static_cast<size_t>(r));
+        tasks.push_back([&, run = r, point, origin] {
+          outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
         });
+      } else {
+        GPSEL_RETURN_IF_ERROR(AdoptOtherOptimum(*runs[r], *results[o], *results[r]));
+        adopted = true;
       }
-      RunTasks(pool, tasks);
-      GPSEL_RETURN_IF_ERROR(first_error());
+    }
+    if (tasks.empty()) {
+      if (adopted) continue;  // adopting may break the other invariant in turn: check again
+      break;
+    }
+    RunTasks(pool, tasks);
+    GPSEL_RETURN_IF_ERROR(first_error());
+    GPSEL_RETURN_IF_ERROR(finish(restarted));
+  }
 
-      // 2. Cross-seeding (MLL and MAP fitted together): every end point of the other fit is worth
-      // this objective's value there at the price of a log prior; a fit beaten at such a point
-      // starts once more from the best of them. MLL's and MAP's optima are then within one start of
-      // each other's basins, which random draws alone often miss (a MAP fit in a short-lengthscale
-      // basin whose likelihood is far above the MLL fit's smooth-trend optimum, say).
-      if (cross) {
-        std::vector<std::function<void()>> tasks;
-        for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
-          double own_best = -std::numeric_limits<double>::infinity();
-          for (const StartOutcome& outcome : outcomes[r]) {
-            if (outcome.ok) own_best = std::max(own_best, outcome.value);
-          }
-          const StartOutcome* seed = nullptr;
-          double seed_value = own_best + kNegligibleGain * std::max(1.0, std::abs(own_best));
-          for (const StartOutcome& other : outcomes[o]) {
-            if (!other.ok) continue;
-            const double value = runs[r]->ValueFromOther(other);
-            if (value > seed_value) {
-              seed = &other;
-              seed_value = value;
-            }
-          }
-          if (seed == nullptr) continue;
-          const std::string origin = absl::StrCat(r == mll ? "MAP" : "MLL", " start ",
-                                                  seed - outcomes[o].data(), "'s end point");
-          // A copy: the other fit's outcomes grow in the next iteration.
-          const Eigen::VectorXd point = seed->raw;
-          outcomes[r].emplace_back();
-          // `run = r`: a lambda may not capture a structured binding in C++17 (clang rejects it).
-          tasks.push_back([&, run = r, point, origin] {
-            outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
-          });
-        }
-        RunTasks(pool, tasks);
-        GPSEL_RETURN_IF_ERROR(first_error());
+  std::vector<FitResult> out;
+  for (auto& result : results) out.push_back(*std::move(result));
+  return out;
+}
 
-        // 3. The winners' polishes side by side. (Finish returns errors as statuses; anything
-        // thrown is turned into one so that pool tasks never throw.)
-        auto finish = [&](const std::vector<size_t>& which) -> absl::Status {
-          std::vector<std::function<void()>> tasks;
-          for (size_t r : which) {
-            tasks.push_back([&, r] {
-              try {
-                results[r] = runs[r]->Finish(outcomes[r], report);
-              } catch (...) {
-                results[r] = StatusOfCurrentException("fit");
-              }
-            });
-          }
-          RunTasks(pool, tasks);
-          for (size_t r : which) {
-            if (!results[r].ok()) return results[r].status();
-          }
-          return absl::OkStatus();
-        };
-        std::vector<size_t> all(num_runs);
-        for (size_t r = 0; r < num_runs; ++r) all[r] = r;
-        GPSEL_RETURN_IF_ERROR(finish(all));
+absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
+                                             const FitOptions& options,
+                                             const ProgressCallback& progress) {
+  absl::StatusOr<std::vector<FitResult>> fits =
+      FitHyperparametersJointly(model, {objective}, options, progress);
+  if (!fits.ok()) return fits.status();
+  return std::move(fits->front());
+}
 
-        // 4. The invariants on the polished optima: MLL ≥ log p(y|θ̂_MAP), MAP ≥ its value at θ̂_MLL.
-        // A fit beaten at the other's optimum starts once more from there (its polish may then beat
-        // the other in turn, hence rounds); a violation at rounding level, or one left after the
-        // rounds, is settled by adopting the other optimum, so that both hold exactly.
-        for (int round = 0; cross && round <= kMaxCrossRounds + 2; ++round) {
-          std::vector<size_t> restarted;
-          std::vector<std::function<void()>> tasks;
-          bool adopted = false;
-          for (const auto& [r, o] : {std::pair{mll, map}, std::pair{map, mll}}) {
-            const double there = runs[r]->ValueAtOtherOptimum(*results[o]);
-            const double here = results[r]->objective_value;
-            if (!(there > here)) continue;
-            if (there - here > kCrossRestartNats && round < kMaxCrossRounds) {
-              const std::string origin = absl::StrCat(r == mll ? "MAP" : "MLL", " optimum");
-              outcomes[r].emplace_back();
-              const Eigen::VectorXd point = results[o]->raw;
-              restarted.push_back(static_cast<size_t>(r));
-              tasks.push_back([&, run = r, point, origin] {
-                outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
-              });
-            } else {
-              GPSEL_RETURN_IF_ERROR(AdoptOtherOptimum(*runs[r], *results[o], *results[r]));
-              adopted = true;
-            }
-          }
-          if (tasks.empty()) {
-            if (adopted) continue;  // adopting may break the other invariant in turn: check again
-            break;
-          }
-          RunTasks(pool, tasks);
-          GPSEL_RETURN_IF_ERROR(first_error());
-          GPSEL_RETURN_IF_ERROR(finish(restarted));
-
-          std::vector<FitResult> out;
-          for (auto& result : results) out.push_back(*std::move(result));
-          return out;
-        }
-
-        absl::StatusOr<FitResult> FitHyperparameters(const GpModel& model, FitObjective objective,
-                                                     const FitOptions& options,
-                                                     const ProgressCallback& progress) {
-          absl::StatusOr<std::vector<FitResult>> fits =
-              FitHyperparametersJointly(model, {objective}, options, progress);
-          if (!fits.ok()) return fits.status();
-          return std::move(fits->front());
-        }
-
-      }  // namespace gpsel
+}  // namespace gpsel

@@ -169,11 +169,13 @@ absl::Status ValidateSettingsNames(const HyperparameterSettings& settings,
     HyperparameterSettings single;
     single.prior_overrides[name] = prior;
     GPSEL_RETURN_IF_ERROR(check(single));
-    for (const auto& [name, value] : settings.fixed_values) {
-      HyperparameterSettings single;
-      single.fixed_values[name] = value;
-      GPSEL_RETURN_IF_ERROR(check(single));
-      return absl::OkStatus();
+  }
+  for (const auto& [name, value] : settings.fixed_values) {
+    HyperparameterSettings single;
+    single.fixed_values[name] = value;
+    GPSEL_RETURN_IF_ERROR(check(single));
+  }
+  return absl::OkStatus();
 }
 
 std::string FormatDouble(double value) { return absl::StrFormat("%.17g", value); }
@@ -871,7 +873,8 @@ absl::Status KernelSearchRun::ScoreElsewhere(int depth, std::vector<Slot>& slots
     // As on the search's own threads: a candidate that ran out of memory stops the search.
     if (absl::IsResourceExhausted(slot.result.status())) return slot.result.status();
     GPSEL_RETURN_IF_ERROR(ReportCandidate(depth, slot, ++done, total));
-    return StoreStep(slots, to_score);
+  }
+  return StoreStep(slots, to_score);
 }
 
 absl::Status KernelSearchRun::ScoreStep(int depth, std::vector<Slot>& slots) {

@@ -104,6 +104,7 @@ class JobRunner::Tasks final : public JobTasks {
           return StoreErrorForJob(submitted.status());
         }
         GPSEL_RETURN_IF_ERROR(WaitAWhile());
+      }
     }
 
     // Until every task has succeeded: polls the store, reports the tasks' mean progress, and
@@ -146,8 +147,10 @@ class JobRunner::Tasks final : public JobTasks {
           // A cancelled job's tasks were cancelled with it (JobStore::RequestCancel); at
           // shutdown or with the job's lease lost they carry on elsewhere: nothing to cancel.
           GPSEL_RETURN_IF_ERROR(Report(message_));
-          GPSEL_RETURN_IF_ERROR(RunLocalTasks());
-          GPSEL_RETURN_IF_ERROR(WaitAWhile());
+        }
+        GPSEL_RETURN_IF_ERROR(RunLocalTasks());
+        GPSEL_RETURN_IF_ERROR(WaitAWhile());
+      }
     }
 
     // The tasks' results in request order, once all have succeeded.

@@ -99,15 +99,16 @@ absl::Status CheckSecuritySetUp(const ServerOptions& options) {
   GPSEL_RETURN_IF_ERROR(CheckAuthToken(options.service.auth_token));
   if (!options.tls_key_file.empty()) {
     GPSEL_RETURN_IF_ERROR(CheckSecretFile(options.tls_key_file, "--tls-key"));
-    if (options.tls_cert_file.empty() && options.service.auth_token.empty() &&
-        !IsLoopbackListenAddress(options.listen)) {
-      const std::string problem = absl::StrCat(
-          "--listen ", options.listen,
-          ": plaintext gRPC without a token on an address other hosts can reach lets anyone "
-          "there run jobs; give --tls-cert/--tls-key or --auth-token-file, listen on 127.0.0.1, "
-          "or pass --allow-insecure-plaintext where the network is private");
-      if (!options.allow_insecure_plaintext) return absl::InvalidArgumentError(problem);
-      std::cerr << "gpsel-server: WARNING: INSECURE: " << problem << "\n";
+  }
+  if (options.tls_cert_file.empty() && options.service.auth_token.empty() &&
+      !IsLoopbackListenAddress(options.listen)) {
+    const std::string problem = absl::StrCat(
+        "--listen ", options.listen,
+        ": plaintext gRPC without a token on an address other hosts can reach lets anyone "
+        "there run jobs; give --tls-cert/--tls-key or --auth-token-file, listen on 127.0.0.1, "
+        "or pass --allow-insecure-plaintext where the network is private");
+    if (!options.allow_insecure_plaintext) return absl::InvalidArgumentError(problem);
+    std::cerr << "gpsel-server: WARNING: INSECURE: " << problem << "\n";
   }
   return absl::OkStatus();
 }

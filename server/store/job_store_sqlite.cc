@@ -411,9 +411,10 @@ class SqliteJobStore final : public JobStore {
       // kCreateSchemaSql is version 1; each migration takes it one version further.
       if (version->value_or(1) < 2) {
         GPSEL_RETURN_IF_ERROR(ExecScript(kMigrateToVersion2Sql));
-        if (!version->has_value()) {
-          return ExecScript(absl::StrCat("INSERT INTO gpsel_schema_version (version) VALUES (",
-                                         jsi::kSchemaVersion, ")"));
+      }
+      if (!version->has_value()) {
+        return ExecScript(absl::StrCat("INSERT INTO gpsel_schema_version (version) VALUES (",
+                                       jsi::kSchemaVersion, ")"));
       }
       if (**version < jsi::kSchemaVersion) {
         return ExecScript(absl::StrCat("UPDATE gpsel_schema_version SET version = ",
@@ -443,51 +444,50 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<SubmitResult> Submit(std::string_view kind, std::string_view request,
                                       std::string_view idempotency_key,
                                       int64_t max_queued) override {
-      GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmit(kind, idempotency_key));
-      absl::MutexLock lock(&mu_);
-      SubmitResult out;
-      absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                                   mu_) -> absl::Status {
-        // Inside the write lock, so check-then-insert is atomic across processes too.
-        if (!idempotency_key.empty()) {
-          absl::StatusOr<std::optional<Job>> existing = SelectOne(kSelectByKey, [&](Statement& st) {
-            st.BindText(1, kind);
-            st.BindText(2, idempotency_key);
-          });
-          if (!existing.ok()) return existing.status();
-          if (existing->has_value() && (*existing)->kind != kind) {
-            return IdempotencyKeyReusedError(idempotency_key, **existing, kind);
-          }
-          if (existing->has_value()) {
-            out.job = std::move(**existing);
-            out.created = false;
-            return absl::OkStatus();
-          }
-        }
-        if (max_queued > 0) {
-          absl::StatusOr<std::optional<int64_t>> queued = QueryOptionalInt(kCountQueued);
-          if (!queued.ok()) return queued.status();
-          if (queued->value_or(0) >= max_queued) {
-            return absl::ResourceExhaustedError(absl::StrCat(
-                "job queue full: ", queued->value_or(0), " jobs queued (limit ", max_queued, ")"));
-          }
-        }
-        const int64_t now = NowMicros();
-        absl::StatusOr<std::optional<Job>> inserted = SelectOne(kInsertJob, [&](Statement& st) {
-          st.BindText(1, jsi::NewJobId());
-          st.BindText(2, kind);
-          st.BindBlob(3, request);
-          st.BindTextOrNull(4, idempotency_key);
-          st.BindInt64(5, now);
+    GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmit(kind, idempotency_key));
+    absl::MutexLock lock(&mu_);
+    SubmitResult out;
+    absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      // Inside the write lock, so check-then-insert is atomic across processes too.
+      if (!idempotency_key.empty()) {
+        absl::StatusOr<std::optional<Job>> existing = SelectOne(kSelectByKey, [&](Statement& st) {
+          st.BindText(1, kind);
+          st.BindText(2, idempotency_key);
         });
-        if (!inserted.ok()) return inserted.status();
-        if (!inserted->has_value()) return absl::InternalError("sqlite: insert returned no row");
-        out.job = std::move(**inserted);
-        out.created = true;
-        return absl::OkStatus();
+        if (!existing.ok()) return existing.status();
+        if (existing->has_value() && (*existing)->kind != kind) {
+          return IdempotencyKeyReusedError(idempotency_key, **existing, kind);
+        }
+        if (existing->has_value()) {
+          out.job = std::move(**existing);
+          out.created = false;
+          return absl::OkStatus();
+        }
+      }
+      if (max_queued > 0) {
+        absl::StatusOr<std::optional<int64_t>> queued = QueryOptionalInt(kCountQueued);
+        if (!queued.ok()) return queued.status();
+        if (queued->value_or(0) >= max_queued) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "job queue full: ", queued->value_or(0), " jobs queued (limit ", max_queued, ")"));
+        }
+      }
+      const int64_t now = NowMicros();
+      absl::StatusOr<std::optional<Job>> inserted = SelectOne(kInsertJob, [&](Statement& st) {
+        st.BindText(1, jsi::NewJobId());
+        st.BindText(2, kind);
+        st.BindBlob(3, request);
+        st.BindTextOrNull(4, idempotency_key);
+        st.BindInt64(5, now);
       });
-      if (!status.ok()) return status;
-      return out;
+      if (!inserted.ok()) return inserted.status();
+      if (!inserted->has_value()) return absl::InternalError("sqlite: insert returned no row");
+      out.job = std::move(**inserted);
+      out.created = true;
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return out;
   }
 
   absl::StatusOr<Job> GetJob(std::string_view id) override {
@@ -540,107 +540,103 @@ class SqliteJobStore final : public JobStore {
                                                std::string_view batch,
                                                std::string_view worker_id,
                                                absl::Duration lease) override {
-      GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
-      return ClaimWhere(kClaimTask, parent_id, batch, worker_id, lease);
+    GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
+    return ClaimWhere(kClaimTask, parent_id, batch, worker_id, lease);
   }
 
   absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
                                                std::string_view kind,
                                                const std::vector<std::string>& requests) override {
-      GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmitTasks(parent_id, batch, kind, requests));
-      absl::MutexLock lock(&mu_);
-      std::vector<Job> tasks;
-      absl::Status status =
-          InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-            {
-              absl::StatusOr<Statement> st = Prepare(kSelectParentOf);
-              if (!st.ok()) return st.status();
-              st->BindText(1, parent_id);
-              absl::StatusOr<bool> row = st->Step();
-              if (!row.ok()) return row.status();
-              if (!*row) return jsi::JobNotFoundError(parent_id);
-              if (!st->IsNull(1)) return jsi::TasksOfTaskError(parent_id);
-              const JobState state = ParseJobState(st->Text(0)).value_or(JobState::kFailed);
-              if (state != JobState::kRunning) return jsi::TasksOfIdleJobError(parent_id, state);
-              if (st->Int64(2) != 0) return jsi::TasksOfCancelledJobError(parent_id);
-            }
-            absl::StatusOr<std::vector<Job>> existing = SelectTasks(kListTasks, parent_id, batch);
-            if (!existing.ok()) return existing.status();
-            if (!existing->empty()) {
-              if (existing->size() != requests.size()) {
-                return jsi::TaskBatchSizeError(parent_id, batch, existing->size(), requests.size());
-              }
-              tasks = *std::move(existing);
-              return absl::OkStatus();
-            }
-            const int64_t now = NowMicros();
-            for (size_t i = 0; i < requests.size(); ++i) {
-              absl::StatusOr<std::optional<Job>> inserted =
-                  SelectOne(kInsertTask, [&](Statement& st) {
-                    st.BindText(1, jsi::NewJobId());
-                    st.BindText(2, kind);
-                    st.BindBlob(3, requests[i]);
-                    st.BindInt64(4, now);
-                    st.BindText(5, parent_id);
-                    st.BindText(6, batch);
-                    st.BindInt64(7, static_cast<int64_t>(i));
-                  });
-              if (!inserted.ok()) return inserted.status();
-              if (!inserted->has_value())
-                return absl::InternalError("sqlite: insert returned no row");
-              tasks.push_back(std::move(**inserted));
-            }
-            return absl::OkStatus();
-          });
-      if (!status.ok()) return status;
-      return tasks;
+    GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmitTasks(parent_id, batch, kind, requests));
+    absl::MutexLock lock(&mu_);
+    std::vector<Job> tasks;
+    absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      {
+        absl::StatusOr<Statement> st = Prepare(kSelectParentOf);
+        if (!st.ok()) return st.status();
+        st->BindText(1, parent_id);
+        absl::StatusOr<bool> row = st->Step();
+        if (!row.ok()) return row.status();
+        if (!*row) return jsi::JobNotFoundError(parent_id);
+        if (!st->IsNull(1)) return jsi::TasksOfTaskError(parent_id);
+        const JobState state = ParseJobState(st->Text(0)).value_or(JobState::kFailed);
+        if (state != JobState::kRunning) return jsi::TasksOfIdleJobError(parent_id, state);
+        if (st->Int64(2) != 0) return jsi::TasksOfCancelledJobError(parent_id);
+      }
+      absl::StatusOr<std::vector<Job>> existing = SelectTasks(kListTasks, parent_id, batch);
+      if (!existing.ok()) return existing.status();
+      if (!existing->empty()) {
+        if (existing->size() != requests.size()) {
+          return jsi::TaskBatchSizeError(parent_id, batch, existing->size(), requests.size());
+        }
+        tasks = *std::move(existing);
+        return absl::OkStatus();
+      }
+      const int64_t now = NowMicros();
+      for (size_t i = 0; i < requests.size(); ++i) {
+        absl::StatusOr<std::optional<Job>> inserted = SelectOne(kInsertTask, [&](Statement& st) {
+          st.BindText(1, jsi::NewJobId());
+          st.BindText(2, kind);
+          st.BindBlob(3, requests[i]);
+          st.BindInt64(4, now);
+          st.BindText(5, parent_id);
+          st.BindText(6, batch);
+          st.BindInt64(7, static_cast<int64_t>(i));
+        });
+        if (!inserted.ok()) return inserted.status();
+        if (!inserted->has_value()) return absl::InternalError("sqlite: insert returned no row");
+        tasks.push_back(std::move(**inserted));
+      }
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return tasks;
   }
 
   absl::StatusOr<std::vector<Job>> ListTasks(std::string_view parent_id, std::string_view batch,
                                              bool with_payloads) override {
-      GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
-      absl::MutexLock lock(&mu_);
-      return SelectTasks(with_payloads ? kListTasks : kListTasksWithoutPayloads, parent_id, batch);
+    GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
+    absl::MutexLock lock(&mu_);
+    return SelectTasks(with_payloads ? kListTasks : kListTasksWithoutPayloads, parent_id, batch);
   }
 
   absl::StatusOr<HeartbeatResponse> Heartbeat(std::string_view id, int attempt, double progress,
                                               std::string_view progress_message,
                                               absl::Duration lease) override {
-      GPSEL_RETURN_IF_ERROR(jsi::ValidateHeartbeat(id, progress, lease));
-      absl::MutexLock lock(&mu_);
-      HeartbeatResponse out;
-      absl::Status status =
-          InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-            const int64_t now = NowMicros();
-            absl::StatusOr<Statement> st = Prepare(kHeartbeat);
-            if (!st.ok()) return st.status();
-            st->BindText(1, id);
-            st->BindInt64(2, attempt);
-            st->BindDouble(3, jsi::ClampProgress(progress));
-            st->BindText(4, progress_message);
-            st->BindInt64(5, now + jsi::DurationMicros(lease));
-            st->BindInt64(6, now);
-            absl::StatusOr<bool> row = st->Step();
-            if (!row.ok()) return row.status();
-            if (!*row) return FencingFailure(id, attempt);
-            out.cancel_requested = st->Int64(0) != 0;
-            out.lease_expires = st->TimeOrPast(1);
-            const std::string parent_id = st->Text(2);
-            GPSEL_RETURN_IF_ERROR(st->Run());
-            if (!parent_id.empty() && !out.cancel_requested) {
-              // A task whose job has ended (or was purged) has nobody to deliver its result to.
-              absl::StatusOr<Statement> parent = Prepare(kSelectParentOf);
-              if (!parent.ok()) return parent.status();
-              parent->BindText(1, parent_id);
-              absl::StatusOr<bool> found = parent->Step();
-              if (!found.ok()) return found.status();
-              out.cancel_requested =
-                  !*found || IsTerminal(ParseJobState(parent->Text(0)).value_or(JobState::kFailed));
-            }
-            return absl::OkStatus();
-          });
-      if (!status.ok()) return status;
-      return out;
+    GPSEL_RETURN_IF_ERROR(jsi::ValidateHeartbeat(id, progress, lease));
+    absl::MutexLock lock(&mu_);
+    HeartbeatResponse out;
+    absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      const int64_t now = NowMicros();
+      absl::StatusOr<Statement> st = Prepare(kHeartbeat);
+      if (!st.ok()) return st.status();
+      st->BindText(1, id);
+      st->BindInt64(2, attempt);
+      st->BindDouble(3, jsi::ClampProgress(progress));
+      st->BindText(4, progress_message);
+      st->BindInt64(5, now + jsi::DurationMicros(lease));
+      st->BindInt64(6, now);
+      absl::StatusOr<bool> row = st->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return FencingFailure(id, attempt);
+      out.cancel_requested = st->Int64(0) != 0;
+      out.lease_expires = st->TimeOrPast(1);
+      const std::string parent_id = st->Text(2);
+      GPSEL_RETURN_IF_ERROR(st->Run());
+      if (!parent_id.empty() && !out.cancel_requested) {
+        // A task whose job has ended (or was purged) has nobody to deliver its result to.
+        absl::StatusOr<Statement> parent = Prepare(kSelectParentOf);
+        if (!parent.ok()) return parent.status();
+        parent->BindText(1, parent_id);
+        absl::StatusOr<bool> found = parent->Step();
+        if (!found.ok()) return found.status();
+        out.cancel_requested =
+            !*found || IsTerminal(ParseJobState(parent->Text(0)).value_or(JobState::kFailed));
+      }
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return out;
   }
 
   absl::Status Complete(std::string_view id, int attempt, std::string_view result) override {
@@ -657,10 +653,10 @@ class SqliteJobStore final : public JobStore {
   }
 
   absl::Status Fail(std::string_view id, int attempt, const absl::Status& error) override {
-      GPSEL_RETURN_IF_ERROR(jsi::ValidateFail(error));
-      absl::MutexLock lock(&mu_);
-      return FinishWithError(id, attempt, JobState::kFailed, error.code(),
-                             jsi::AsStd(error.message()));
+    GPSEL_RETURN_IF_ERROR(jsi::ValidateFail(error));
+    absl::MutexLock lock(&mu_);
+    return FinishWithError(id, attempt, JobState::kFailed, error.code(),
+                           jsi::AsStd(error.message()));
   }
 
   absl::Status MarkCancelled(std::string_view id, int attempt) override {
@@ -683,18 +679,20 @@ class SqliteJobStore final : public JobStore {
         st->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
         st->BindText(4, jsi::kCancelledMessage);
         GPSEL_RETURN_IF_ERROR(st->Run());
-        for (const char* sql : {kCancelRunning, kCancelRunningTasks}) {
-          absl::StatusOr<Statement> st = Prepare(sql);
-          if (!st.ok()) return st.status();
-          st->BindText(1, id);
-          st->BindInt64(2, now);
-          GPSEL_RETURN_IF_ERROR(st->Run());
-          absl::StatusOr<std::optional<Job>> found =
-              SelectOne(kSelectJobById, [&](Statement& st) { st.BindText(1, id); });
-          if (!found.ok()) return found.status();
-          if (!found->has_value()) return jsi::JobNotFoundError(id);
-          job = std::move(*found);
-          return absl::OkStatus();
+      }
+      for (const char* sql : {kCancelRunning, kCancelRunningTasks}) {
+        absl::StatusOr<Statement> st = Prepare(sql);
+        if (!st.ok()) return st.status();
+        st->BindText(1, id);
+        st->BindInt64(2, now);
+        GPSEL_RETURN_IF_ERROR(st->Run());
+      }
+      absl::StatusOr<std::optional<Job>> found =
+          SelectOne(kSelectJobById, [&](Statement& st) { st.BindText(1, id); });
+      if (!found.ok()) return found.status();
+      if (!found->has_value()) return jsi::JobNotFoundError(id);
+      job = std::move(*found);
+      return absl::OkStatus();
     });
     if (!status.ok()) return status;
     return std::move(*job);
@@ -816,25 +814,27 @@ class SqliteJobStore final : public JobStore {
         reap->BindText(5, jsi::kCancelledMessage);
         reap->BindText(6, jsi::AbandonedMessage(options_.max_attempts));
         GPSEL_RETURN_IF_ERROR(reap->Run());
-        {
-          absl::StatusOr<Statement> reap = Prepare(kReapOrphanedTasks);
-          if (!reap.ok()) return reap.status();
-          reap->BindInt64(1, now);
-          reap->BindInt64(2, static_cast<int>(absl::StatusCode::kCancelled));
-          reap->BindText(3, jsi::kOrphanedTaskMessage);
-          GPSEL_RETURN_IF_ERROR(reap->Run());
-          absl::StatusOr<std::optional<Job>> job = SelectOne(claim_sql, [&](Statement& st) {
-            st.BindInt64(1, now);
-            st.BindText(2, worker_id);
-            st.BindInt64(3, now + jsi::DurationMicros(lease));
-            if (!parent_id.empty()) {
-              st.BindText(4, parent_id);
-              st.BindText(5, batch);
-            }
-          });
-          if (!job.ok()) return job.status();
-          claimed = std::move(*job);
-          return absl::OkStatus();
+      }
+      {
+        absl::StatusOr<Statement> reap = Prepare(kReapOrphanedTasks);
+        if (!reap.ok()) return reap.status();
+        reap->BindInt64(1, now);
+        reap->BindInt64(2, static_cast<int>(absl::StatusCode::kCancelled));
+        reap->BindText(3, jsi::kOrphanedTaskMessage);
+        GPSEL_RETURN_IF_ERROR(reap->Run());
+      }
+      absl::StatusOr<std::optional<Job>> job = SelectOne(claim_sql, [&](Statement& st) {
+        st.BindInt64(1, now);
+        st.BindText(2, worker_id);
+        st.BindInt64(3, now + jsi::DurationMicros(lease));
+        if (!parent_id.empty()) {
+          st.BindText(4, parent_id);
+          st.BindText(5, batch);
+        }
+      });
+      if (!job.ok()) return job.status();
+      claimed = std::move(*job);
+      return absl::OkStatus();
     });
     if (!status.ok()) return status;
     return claimed;
@@ -925,11 +925,12 @@ class SqliteJobStore final : public JobStore {
       absl::StatusOr<Statement> begin = Prepare("BEGIN IMMEDIATE");
       if (!begin.ok()) return begin.status();
       GPSEL_RETURN_IF_ERROR(begin->Run());
-      absl::Status status = body();
-      if (status.ok()) {
-        absl::StatusOr<Statement> commit = Prepare("COMMIT");
-        status = commit.ok() ? commit->Run() : commit.status();
-        if (status.ok()) return status;
+    }
+    absl::Status status = body();
+    if (status.ok()) {
+      absl::StatusOr<Statement> commit = Prepare("COMMIT");
+      status = commit.ok() ? commit->Run() : commit.status();
+      if (status.ok()) return status;
     }
     // SQLite may already have rolled back by itself after some errors; that is fine.
     if (!sqlite3_get_autocommit(db_)) {
@@ -987,18 +988,18 @@ class SqliteJobStore final : public JobStore {
 
 absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(std::string_view path,
                                                              const JobStoreOptions& options) {
-            GPSEL_RETURN_IF_ERROR(options.Validate());
-            if (path.empty()) return absl::InvalidArgumentError("sqlite job store: empty path");
-            const std::string file(path);
-            sqlite3* db = nullptr;
-            // NOMUTEX: the store's own mutex serialises all use of the connection.
-            const int rc = sqlite3_open_v2(
-                file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                nullptr);
-            if (rc != SQLITE_OK) {
-              absl::Status status = SqliteError(db, rc, absl::StrCat("open ", file));
-              sqlite3_close_v2(db);  // a handle is returned even on failure
-              return status;
+  GPSEL_RETURN_IF_ERROR(options.Validate());
+  if (path.empty()) return absl::InvalidArgumentError("sqlite job store: empty path");
+  const std::string file(path);
+  sqlite3* db = nullptr;
+  // NOMUTEX: the store's own mutex serialises all use of the connection.
+  const int rc = sqlite3_open_v2(file.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = SqliteError(db, rc, absl::StrCat("open ", file));
+    sqlite3_close_v2(db);  // a handle is returned even on failure
+    return status;
   }
   auto store = std::make_unique<SqliteJobStore>(db, options);
   GPSEL_RETURN_IF_ERROR(store->Initialize(file == ":memory:"));

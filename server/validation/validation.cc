@@ -333,11 +333,12 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
     sizes.Count("laplace_r", request.laplace_r_size(), kMaxLaplaceRValues);
     sizes.Fit("fit", request.fit());
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
-    Violations v;
-    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-    const int d = data ? data->num_dims() : 0;
-    if (request.kernels_size() == 0) {
-      v.Add("kernels", "is empty: give at least one kernel expression");
+  }
+  Violations v;
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  const int d = data ? data->num_dims() : 0;
+  if (request.kernels_size() == 0) {
+    v.Add("kernels", "is empty: give at least one kernel expression");
   } else if (request.kernels_size() > limits.max_kernels_per_request) {
     v.Add("kernels",
           absl::StrCat("has ", request.kernels_size(), " entries, more than the limit of ",
@@ -393,22 +394,23 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
     sizes.EntryBytes("metrics", request.metrics(), kMaxListEntryBytes);
     sizes.Fit("fit", request.fit());
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
-    Violations v;
-    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-    const int d = data ? data->num_dims() : 0;
-    // Base kernels, metric(s) and fit options, each parsed once (proto/bridge/convert.h); here only
-    // the server's limits and the columns the base kernels read.
-    absl::StatusOr<SearchOptions> options = bridge::SearchOptionsFromProto(request);
-    v.AddAll(options.status());
-    if (options.ok()) {
-      for (size_t i = 0; i < options->base_kernels.size(); ++i) {
-        const KernelExpr& base = options->base_kernels[i];
-        if (d > 0 && base.active_dim >= d) {
-          v.Add(absl::StrCat("base_kernels[", i, "]"),
-                absl::StrCat("reads input column ", base.active_dim, " but the dataset has ", d,
-                             " column(s)"));
-        }
+  }
+  Violations v;
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  const int d = data ? data->num_dims() : 0;
+  // Base kernels, metric(s) and fit options, each parsed once (proto/bridge/convert.h); here only the
+  // server's limits and the columns the base kernels read.
+  absl::StatusOr<SearchOptions> options = bridge::SearchOptionsFromProto(request);
+  v.AddAll(options.status());
+  if (options.ok()) {
+    for (size_t i = 0; i < options->base_kernels.size(); ++i) {
+      const KernelExpr& base = options->base_kernels[i];
+      if (d > 0 && base.active_dim >= d) {
+        v.Add(absl::StrCat("base_kernels[", i, "]"),
+              absl::StrCat("reads input column ", base.active_dim, " but the dataset has ", d,
+                           " column(s)"));
       }
+    }
   }
   if (request.max_depth() < 0 || request.max_depth() > limits.max_search_depth) {
     v.Add("max_depth", absl::StrCat("must be in [0, ", limits.max_search_depth, "] (0 = default ",
@@ -443,13 +445,14 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
     sizes.ParameterMap("hyperparameters", request.hyperparameters());
     sizes.Fit("fit", request.fit());
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
-    Violations v;
-    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-    const int d = data ? data->num_dims() : 0;
-    std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
-    const v1::Matrix& x_new = request.x_new();
-    if (x_new.rows() <= 0) {
-      v.Add("x_new.rows", "must be at least 1");
+  }
+  Violations v;
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  const int d = data ? data->num_dims() : 0;
+  std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
+  const v1::Matrix& x_new = request.x_new();
+  if (x_new.rows() <= 0) {
+    v.Add("x_new.rows", "must be at least 1");
   } else if (x_new.rows() > limits.max_predict_points) {
     v.Add("x_new.rows", absl::StrCat("is ", x_new.rows(), ", more than the limit of ",
                                      limits.max_predict_points));
@@ -531,14 +534,15 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
     SizeChecks sizes;
     sizes.Fit("options.fit", request.options().fit());
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
-    Violations v;
-    std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
-    const int d = data ? data->num_dims() : 0;
-    std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
-    const v1::EvidenceOptions& o = request.options();
-    if (o.live_points() < 0 || o.live_points() > limits.max_live_points) {
-      v.Add("options.live_points",
-            absl::StrCat("must be in [0, ", limits.max_live_points, "] (0 = automatic)"));
+  }
+  Violations v;
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  const int d = data ? data->num_dims() : 0;
+  std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
+  const v1::EvidenceOptions& o = request.options();
+  if (o.live_points() < 0 || o.live_points() > limits.max_live_points) {
+    v.Add("options.live_points",
+          absl::StrCat("must be in [0, ", limits.max_live_points, "] (0 = automatic)"));
   }
   if (!std::isfinite(o.dlogz()) || o.dlogz() < 0) v.Add("options.dlogz", "must be finite and >= 0");
   if (!std::isfinite(o.dynamic_target_error()) || o.dynamic_target_error() < 0) {
