@@ -3,7 +3,8 @@
 // GPSEL_ASSIGN_OR_RETURN(lhs, expr) assigns the value of an OK StatusOr to lhs (a declaration or
 // an lvalue) and returns its Status otherwise. The enclosing function returns absl::Status or
 // any absl::StatusOr<T>. Prefixed so that an installed consumer's own macros of the common names
-// never collide. Used by every layer; core itself stays free of anything above it.
+// never collide. Used by every layer that links core (server/store, which knows no core, keeps
+// its checks written out).
 #ifndef GPSEL_CORE_STATUS_MACROS_H_
 #define GPSEL_CORE_STATUS_MACROS_H_
 

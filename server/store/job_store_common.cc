@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "gpsel/core/status_macros.h"
 #include "gpsel/server/store/job_store.h"
 #include "gpsel/server/store/job_store_internal.h"
 
@@ -172,7 +171,7 @@ absl::Status ValidateWorkerId(std::string_view worker_id) {
 }
 
 absl::Status ValidateClaim(std::string_view worker_id, absl::Duration lease) {
-  GPSEL_RETURN_IF_ERROR(ValidateWorkerId(worker_id));
+  if (absl::Status s = ValidateWorkerId(worker_id); !s.ok()) return s;
   if (lease <= absl::ZeroDuration() || lease == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError("lease: must be positive and finite");
   }
@@ -204,8 +203,8 @@ absl::Status ValidateListTasks(std::string_view parent_id, std::string_view batc
 
 absl::Status ValidateSubmitTasks(std::string_view parent_id, std::string_view batch,
                                  std::string_view kind, const std::vector<std::string>& requests) {
-  GPSEL_RETURN_IF_ERROR(ValidateListTasks(parent_id, batch));
-  GPSEL_RETURN_IF_ERROR(ValidateSubmit(kind, ""));
+  if (absl::Status s = ValidateListTasks(parent_id, batch); !s.ok()) return s;
+  if (absl::Status s = ValidateSubmit(kind, ""); !s.ok()) return s;
   if (requests.empty()) return absl::InvalidArgumentError("requests: a batch needs a task");
   if (requests.size() > static_cast<size_t>(JobStore::kMaxTasksPerBatch)) {
     return absl::InvalidArgumentError(absl::StrCat("requests: more than ",

@@ -21,7 +21,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "gpsel/core/status_macros.h"
 #include "gpsel/server/store/job_store_internal.h"
 
 namespace gpsel {
@@ -421,7 +420,7 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<SubmitResult> Submit(std::string_view kind, std::string_view request,
                                       std::string_view idempotency_key,
                                       int64_t max_queued) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmit(kind, idempotency_key));
+    if (absl::Status s = jsi::ValidateSubmit(kind, idempotency_key); !s.ok()) return s;
     SubmitResult out;
     absl::Status status = InTransaction("submit", [&](pqxx::work& txn) -> absl::Status {
       // Submits serialise on a transaction-scoped advisory lock, which makes "count QUEUED, then
@@ -534,14 +533,15 @@ class PostgresJobStore final : public JobStore {
                                                std::string_view batch,
                                                std::string_view worker_id,
                                                absl::Duration lease) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
     return ClaimWhere(parent_id, batch, worker_id, lease);
   }
 
   absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
                                                std::string_view kind,
                                                const std::vector<std::string>& requests) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmitTasks(parent_id, batch, kind, requests));
+    if (absl::Status s = jsi::ValidateSubmitTasks(parent_id, batch, kind, requests); !s.ok())
+      return s;
     std::vector<Job> tasks;
     absl::Status status = InTransaction("submit tasks", [&](pqxx::work& txn) -> absl::Status {
       const std::string parent_str(parent_id);
@@ -581,7 +581,7 @@ class PostgresJobStore final : public JobStore {
 
   absl::StatusOr<std::vector<Job>> ListTasks(std::string_view parent_id, std::string_view batch,
                                              bool with_payloads) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
     std::vector<Job> tasks;
     absl::Status status = InTransaction("list tasks", [&](pqxx::work& txn) -> absl::Status {
       absl::StatusOr<std::vector<Job>> rows = ReadJobs(txn.exec_prepared(
@@ -598,7 +598,7 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<HeartbeatResponse> Heartbeat(std::string_view id, int attempt, double progress,
                                               std::string_view progress_message,
                                               absl::Duration lease) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateHeartbeat(id, progress, lease));
+    if (absl::Status s = jsi::ValidateHeartbeat(id, progress, lease); !s.ok()) return s;
     HeartbeatResponse out;
     absl::Status status = InTransaction("heartbeat", [&](pqxx::work& txn) -> absl::Status {
       const pqxx::result r = txn.exec_prepared(
@@ -632,7 +632,7 @@ class PostgresJobStore final : public JobStore {
   }
 
   absl::Status Fail(std::string_view id, int attempt, const absl::Status& error) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateFail(error));
+    if (absl::Status s = jsi::ValidateFail(error); !s.ok()) return s;
     return FinishWithError(id, attempt, JobState::kFailed, error.code(),
                            jsi::AsStd(error.message()));
   }
@@ -668,7 +668,7 @@ class PostgresJobStore final : public JobStore {
   }
 
   absl::StatusOr<int64_t> ReleaseLeases(std::string_view worker_id) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateWorkerId(worker_id));
+    if (absl::Status s = jsi::ValidateWorkerId(worker_id); !s.ok()) return s;
     int64_t changed = 0;
     absl::Status status = InTransaction("release leases", [&](pqxx::work& txn) -> absl::Status {
       const pqxx::result r = txn.exec_prepared(
@@ -741,7 +741,7 @@ class PostgresJobStore final : public JobStore {
   // then claims.
   absl::StatusOr<std::optional<Job>> ClaimWhere(std::string_view parent_id, std::string_view batch,
                                                 std::string_view worker_id, absl::Duration lease) {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateClaim(worker_id, lease));
+    if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
     std::optional<Job> claimed;
     absl::Status status = InTransaction("claim", [&](pqxx::work& txn) -> absl::Status {
       txn.exec_prepared(kReapExpired.name, options_.max_attempts,
@@ -878,10 +878,10 @@ class PostgresJobStore final : public JobStore {
 
 absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(std::string_view url,
                                                                const JobStoreOptions& options) {
-  GPSEL_RETURN_IF_ERROR(options.Validate());
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
   if (url.empty()) return absl::InvalidArgumentError("postgres job store: empty URL");
   auto store = std::make_unique<PostgresJobStore>(std::string(url), options);
-  GPSEL_RETURN_IF_ERROR(store->Initialize());
+  if (absl::Status s = store->Initialize(); !s.ok()) return s;
   return std::unique_ptr<JobStore>(std::move(store));
 }
 

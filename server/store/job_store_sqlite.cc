@@ -23,7 +23,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gpsel/core/status_macros.h"
 #include "gpsel/server/store/job_store_internal.h"
 
 namespace gpsel {
@@ -393,12 +392,12 @@ class SqliteJobStore final : public JobStore {
       return absl::FailedPreconditionError(
           absl::StrCat("sqlite: cannot switch the job store to WAL mode (mode is ", *mode, ")"));
     }
-    GPSEL_RETURN_IF_ERROR(ExecScript("PRAGMA synchronous=FULL"));
+    if (absl::Status s = ExecScript("PRAGMA synchronous=FULL"); !s.ok()) return s;
 
     // Schema check and creation in one write transaction, so that processes opening a new
     // file at the same time do not interleave. A schema written by a newer gpsel is left alone.
     return InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-      GPSEL_RETURN_IF_ERROR(ExecScript(kCreateVersionTableSql));
+      if (absl::Status s = ExecScript(kCreateVersionTableSql); !s.ok()) return s;
       absl::StatusOr<std::optional<int64_t>> version =
           QueryOptionalInt("SELECT max(version) FROM gpsel_schema_version");
       if (!version.ok()) return version.status();
@@ -407,10 +406,10 @@ class SqliteJobStore final : public JobStore {
             "sqlite: job store schema version ", **version, " is newer than this gpsel (",
             jsi::kSchemaVersion, ")"));
       }
-      GPSEL_RETURN_IF_ERROR(ExecScript(kCreateSchemaSql));
+      if (absl::Status s = ExecScript(kCreateSchemaSql); !s.ok()) return s;
       // kCreateSchemaSql is version 1; each migration takes it one version further.
       if (version->value_or(1) < 2) {
-        GPSEL_RETURN_IF_ERROR(ExecScript(kMigrateToVersion2Sql));
+        if (absl::Status s = ExecScript(kMigrateToVersion2Sql); !s.ok()) return s;
       }
       if (!version->has_value()) {
         return ExecScript(absl::StrCat("INSERT INTO gpsel_schema_version (version) VALUES (",
@@ -444,7 +443,7 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<SubmitResult> Submit(std::string_view kind, std::string_view request,
                                       std::string_view idempotency_key,
                                       int64_t max_queued) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmit(kind, idempotency_key));
+    if (absl::Status s = jsi::ValidateSubmit(kind, idempotency_key); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     SubmitResult out;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
@@ -540,14 +539,15 @@ class SqliteJobStore final : public JobStore {
                                                std::string_view batch,
                                                std::string_view worker_id,
                                                absl::Duration lease) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
     return ClaimWhere(kClaimTask, parent_id, batch, worker_id, lease);
   }
 
   absl::StatusOr<std::vector<Job>> SubmitTasks(std::string_view parent_id, std::string_view batch,
                                                std::string_view kind,
                                                const std::vector<std::string>& requests) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateSubmitTasks(parent_id, batch, kind, requests));
+    if (absl::Status s = jsi::ValidateSubmitTasks(parent_id, batch, kind, requests); !s.ok())
+      return s;
     absl::MutexLock lock(&mu_);
     std::vector<Job> tasks;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
@@ -595,7 +595,7 @@ class SqliteJobStore final : public JobStore {
 
   absl::StatusOr<std::vector<Job>> ListTasks(std::string_view parent_id, std::string_view batch,
                                              bool with_payloads) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateListTasks(parent_id, batch));
+    if (absl::Status s = jsi::ValidateListTasks(parent_id, batch); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     return SelectTasks(with_payloads ? kListTasks : kListTasksWithoutPayloads, parent_id, batch);
   }
@@ -603,7 +603,7 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<HeartbeatResponse> Heartbeat(std::string_view id, int attempt, double progress,
                                               std::string_view progress_message,
                                               absl::Duration lease) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateHeartbeat(id, progress, lease));
+    if (absl::Status s = jsi::ValidateHeartbeat(id, progress, lease); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     HeartbeatResponse out;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
@@ -622,7 +622,7 @@ class SqliteJobStore final : public JobStore {
       out.cancel_requested = st->Int64(0) != 0;
       out.lease_expires = st->TimeOrPast(1);
       const std::string parent_id = st->Text(2);
-      GPSEL_RETURN_IF_ERROR(st->Run());
+      if (absl::Status s = st->Run(); !s.ok()) return s;
       if (!parent_id.empty() && !out.cancel_requested) {
         // A task whose job has ended (or was purged) has nobody to deliver its result to.
         absl::StatusOr<Statement> parent = Prepare(kSelectParentOf);
@@ -653,7 +653,7 @@ class SqliteJobStore final : public JobStore {
   }
 
   absl::Status Fail(std::string_view id, int attempt, const absl::Status& error) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateFail(error));
+    if (absl::Status s = jsi::ValidateFail(error); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     return FinishWithError(id, attempt, JobState::kFailed, error.code(),
                            jsi::AsStd(error.message()));
@@ -678,14 +678,14 @@ class SqliteJobStore final : public JobStore {
         st->BindInt64(2, now);
         st->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
         st->BindText(4, jsi::kCancelledMessage);
-        GPSEL_RETURN_IF_ERROR(st->Run());
+        if (absl::Status s = st->Run(); !s.ok()) return s;
       }
       for (const char* sql : {kCancelRunning, kCancelRunningTasks}) {
         absl::StatusOr<Statement> st = Prepare(sql);
         if (!st.ok()) return st.status();
         st->BindText(1, id);
         st->BindInt64(2, now);
-        GPSEL_RETURN_IF_ERROR(st->Run());
+        if (absl::Status s = st->Run(); !s.ok()) return s;
       }
       absl::StatusOr<std::optional<Job>> found =
           SelectOne(kSelectJobById, [&](Statement& st) { st.BindText(1, id); });
@@ -699,7 +699,7 @@ class SqliteJobStore final : public JobStore {
   }
 
   absl::StatusOr<int64_t> ReleaseLeases(std::string_view worker_id) override {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateWorkerId(worker_id));
+    if (absl::Status s = jsi::ValidateWorkerId(worker_id); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     int64_t changed = 0;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
@@ -709,7 +709,7 @@ class SqliteJobStore final : public JobStore {
       st->BindInt64(2, NowMicros());
       st->BindInt64(3, static_cast<int>(absl::StatusCode::kCancelled));
       st->BindText(4, jsi::kCancelledMessage);
-      GPSEL_RETURN_IF_ERROR(st->Run());
+      if (absl::Status s = st->Run(); !s.ok()) return s;
       changed = sqlite3_changes64(db_);
       return absl::OkStatus();
     });
@@ -784,7 +784,7 @@ class SqliteJobStore final : public JobStore {
         absl::StatusOr<Statement> st = Prepare(sql);
         if (!st.ok()) return st.status();
         if (sql != kPurgeOrphanedTasks) st->BindInt64(1, cutoff);
-        GPSEL_RETURN_IF_ERROR(st->Run());
+        if (absl::Status s = st->Run(); !s.ok()) return s;
         deleted += sqlite3_changes64(db_);
       }
       return absl::OkStatus();
@@ -799,7 +799,7 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<std::optional<Job>> ClaimWhere(const char* claim_sql, std::string_view parent_id,
                                                 std::string_view batch,
                                                 std::string_view worker_id, absl::Duration lease) {
-    GPSEL_RETURN_IF_ERROR(jsi::ValidateClaim(worker_id, lease));
+    if (absl::Status s = jsi::ValidateClaim(worker_id, lease); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     std::optional<Job> claimed;
     absl::Status status = InWriteTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
@@ -813,7 +813,7 @@ class SqliteJobStore final : public JobStore {
         reap->BindInt64(4, static_cast<int>(absl::StatusCode::kAborted));
         reap->BindText(5, jsi::kCancelledMessage);
         reap->BindText(6, jsi::AbandonedMessage(options_.max_attempts));
-        GPSEL_RETURN_IF_ERROR(reap->Run());
+        if (absl::Status s = reap->Run(); !s.ok()) return s;
       }
       {
         absl::StatusOr<Statement> reap = Prepare(kReapOrphanedTasks);
@@ -821,7 +821,7 @@ class SqliteJobStore final : public JobStore {
         reap->BindInt64(1, now);
         reap->BindInt64(2, static_cast<int>(absl::StatusCode::kCancelled));
         reap->BindText(3, jsi::kOrphanedTaskMessage);
-        GPSEL_RETURN_IF_ERROR(reap->Run());
+        if (absl::Status s = reap->Run(); !s.ok()) return s;
       }
       absl::StatusOr<std::optional<Job>> job = SelectOne(claim_sql, [&](Statement& st) {
         st.BindInt64(1, now);
@@ -911,7 +911,7 @@ class SqliteJobStore final : public JobStore {
     if (!*row) return std::optional<Job>();
     absl::StatusOr<Job> job = ReadJob(*st);
     if (!job.ok()) return job.status();
-    GPSEL_RETURN_IF_ERROR(st->Run());
+    if (absl::Status s = st->Run(); !s.ok()) return s;
     return std::optional<Job>(std::move(*job));
   }
 
@@ -924,7 +924,7 @@ class SqliteJobStore final : public JobStore {
     {
       absl::StatusOr<Statement> begin = Prepare("BEGIN IMMEDIATE");
       if (!begin.ok()) return begin.status();
-      GPSEL_RETURN_IF_ERROR(begin->Run());
+      if (absl::Status s = begin->Run(); !s.ok()) return s;
     }
     absl::Status status = body();
     if (status.ok()) {
@@ -943,7 +943,7 @@ class SqliteJobStore final : public JobStore {
   // For a fenced UPDATE: OK when it changed the job, else NOT_FOUND / ABORTED.
   absl::Status ChangedOneOrFenced(Statement& st, std::string_view id, int attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    GPSEL_RETURN_IF_ERROR(st.Run());
+    if (absl::Status s = st.Run(); !s.ok()) return s;
     if (sqlite3_changes64(db_) == 1) return absl::OkStatus();
     return FencingFailure(id, attempt);
   }
@@ -988,7 +988,7 @@ class SqliteJobStore final : public JobStore {
 
 absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(std::string_view path,
                                                              const JobStoreOptions& options) {
-  GPSEL_RETURN_IF_ERROR(options.Validate());
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
   if (path.empty()) return absl::InvalidArgumentError("sqlite job store: empty path");
   const std::string file(path);
   sqlite3* db = nullptr;
@@ -1002,7 +1002,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(std::string_view pa
     return status;
   }
   auto store = std::make_unique<SqliteJobStore>(db, options);
-  GPSEL_RETURN_IF_ERROR(store->Initialize(file == ":memory:"));
+  if (absl::Status s = store->Initialize(file == ":memory:"); !s.ok()) return s;
   return std::unique_ptr<JobStore>(std::move(store));
 }
 
