@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpsel/core/fit_bounds.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/instrumentation.h"
 #include "gpsel/core/internal/period_alias.h"
@@ -44,32 +45,29 @@ struct FitCancelled {
 // Free (not bound-blocked) components: a raw value at a bound whose gradient pushes it further
 // out is held there, as in L-BFGS-B's projected gradient.
 std::vector<int> FreeComponents(const Eigen::VectorXd& x, const Eigen::VectorXd& gradient,
-                                double lower, double upper) {
+                                const ParameterBounds& bounds) {
   std::vector<int> free;
   for (int k = 0; k < x.size(); ++k) {
-    const bool blocked = (x(k) <= lower && gradient(k) < 0) || (x(k) >= upper && gradient(k) > 0);
+    const bool blocked = (x(k) <= bounds.lower(k) && gradient(k) < 0) ||
+                         (x(k) >= bounds.upper(k) && gradient(k) > 0);
     if (!blocked) free.push_back(k);
   }
   return free;
-}
-
-double ProjectedGradientNorm(const Eigen::VectorXd& gradient, const std::vector<int>& free) {
-  double norm = 0.0;
-  for (int k : free) norm = std::max(norm, std::abs(gradient(k)));
-  return norm;
 }
 
 // The stopping rule of a start and of the polish: ‖g_f‖∞ ≤ tol·max(1, ‖r_f‖) over the free
 // components f. A component held on its bound is left out of the scale as well: r = −30 after a
 // tried bound (see NegativeObjective) must not loosen the test for the others.
 bool MeetsGradientTolerance(const Eigen::VectorXd& raw, const Eigen::VectorXd& gradient,
-                            const FitOptions& options) {
-  const std::vector<int> free =
-      FreeComponents(raw, gradient, options.raw_lower_bound, options.raw_upper_bound);
-  double squared_norm = 0.0;
-  for (int k : free) squared_norm += raw(k) * raw(k);
-  return ProjectedGradientNorm(gradient, free) <=
-         options.gradient_tolerance * std::max(1.0, std::sqrt(squared_norm));
+                            const FitOptions& options, const ParameterBounds& bounds) {
+  const std::vector<int> free = FreeComponents(raw, gradient, bounds);
+  // In the data's units (ParameterBounds::scale; 1 on standardised data).
+  double squared_norm = 0.0, gradient_norm = 0.0;
+  for (int k : free) {
+    squared_norm += (raw(k) / bounds.scale(k)) * (raw(k) / bounds.scale(k));
+    gradient_norm = std::max(gradient_norm, std::abs(gradient(k)) * bounds.scale(k));
+  }
+  return gradient_norm <= options.gradient_tolerance * std::max(1.0, std::sqrt(squared_norm));
 }
 
 // Nats by which the resolved period alias of a winner may fall below it and still replace it:
@@ -136,16 +134,25 @@ class NegativeObjective {
   static constexpr double kSlideUpper = 50.0;  // softplus(50) = 50
 
   NegativeObjective(const GpModel& model, FitObjective objective, const FitOptions& options,
-                    const ProgressCallback& progress, const Progress& progress_template)
-      : model_(model), objective_(objective), options_(options), progress_(progress),
-        progress_template_(progress_template), slide_steps_(model.num_free(), 0),
-        lower_probed_(model.num_free(), false), upper_probed_(model.num_free(), false) {}
+                    const ParameterBounds& bounds, const ProgressCallback& progress,
+                    const Progress& progress_template)
+      : model_(model),
+        objective_(objective),
+        options_(options),
+        bounds_(bounds),
+        progress_(progress),
+        progress_template_(progress_template),
+        slide_steps_(model.num_free(), 0),
+        lower_probed_(model.num_free(), false),
+        upper_probed_(model.num_free(), false) {}
 
   double operator()(const Eigen::VectorXd& raw, Eigen::VectorXd& gradient) {
     // Each solver run (a retry, or after a bound was taken) starts at the best point, which was
     // evaluated already.
     if (has_best() && raw == best_raw_) {
-      if (MeetsGradientTolerance(best_raw_, best_gradient_, options_)) throw FitConverged{};
+      if (MeetsGradientTolerance(best_raw_, best_gradient_, options_, bounds_)) {
+        throw FitConverged{};
+      }
       gradient = -best_gradient_;
       return -best_value_;
     }
@@ -167,7 +174,7 @@ class NegativeObjective {
     // is the end of this start, whatever the line search would do next.
     const bool as_good = !has_best() || total >= best_value_ - round_off;
     const bool stationary =
-        as_good && MeetsGradientTolerance(raw, objective_gradient, options_);
+        as_good && MeetsGradientTolerance(raw, objective_gradient, options_, bounds_);
     if (total > best_value_ || stationary) {
       const int sliding = has_best() ? TrackSlides(raw, objective_gradient) : -1;
       // A stationary point within round-off below the best replaces it, value included, so
@@ -199,6 +206,7 @@ class NegativeObjective {
   const GpModel& model_;
   FitObjective objective_;
   const FitOptions& options_;
+  const ParameterBounds& bounds_;
   const ProgressCallback& progress_;
   Progress progress_template_;
   inline static const Progress kPoll = CancellationPoll();
@@ -220,15 +228,14 @@ class NegativeObjective {
       int& count = slide_steps_[k];
       if (step < 0 && raw(k) < kSlideLower && objective_gradient(k) < 0) {
         count = std::min(count, 0) - 1;
-      } else if (step > 0 && raw(k) > kSlideUpper && objective_gradient(k) > 0) {
+      } else if (step > 0 && raw(k) > kSlideUpper * bounds_.scale(k) && objective_gradient(k) > 0) {
         count = std::max(count, 0) + 1;
       } else {
         count = 0;
       }
-      const bool ready = (count <= -kSlideSteps && !lower_probed_[k] &&
-                          raw(k) > options_.raw_lower_bound) ||
-                         (count >= kSlideSteps && !upper_probed_[k] &&
-                          raw(k) < options_.raw_upper_bound);
+      const bool ready =
+          (count <= -kSlideSteps && !lower_probed_[k] && raw(k) > bounds_.lower(k)) ||
+          (count >= kSlideSteps && !upper_probed_[k] && raw(k) < bounds_.upper(k));
       if (ready && sliding < 0) sliding = k;
     }
     return sliding;
@@ -260,7 +267,7 @@ class NegativeObjective {
     const bool towards_lower = slide_steps_[component] < 0;
     (towards_lower ? lower_probed_ : upper_probed_)[component] = true;
     Eigen::VectorXd probe = best_raw_;
-    probe(component) = towards_lower ? options_.raw_lower_bound : options_.raw_upper_bound;
+    probe(component) = towards_lower ? bounds_.lower(component) : bounds_.upper(component);
     Eigen::VectorXd gradient;
     const std::optional<double> value = Evaluate(probe, gradient);
     if (!value || !(*value > best_value_ + RoundOff())) return false;
@@ -307,18 +314,20 @@ Eigen::VectorXd LogScaleFromRaw(const Eigen::VectorXd& raw) {
 class LogScaleObjective {
  public:
   LogScaleObjective(NegativeObjective& objective, const Eigen::VectorXd& start_raw,
-                    const FitOptions& options)
-      : objective_(objective), start_raw_(start_raw), start_log_(LogScaleFromRaw(start_raw)),
-        options_(options) {}
+                    const ParameterBounds& bounds)
+      : objective_(objective),
+        start_raw_(start_raw),
+        start_log_(LogScaleFromRaw(start_raw)),
+        bounds_(bounds) {}
 
   const Eigen::VectorXd& start() const { return start_log_; }
 
   double operator()(const Eigen::VectorXd& log_scale, Eigen::VectorXd& gradient) {
     Eigen::VectorXd raw = start_raw_;
     if (log_scale != start_log_) {
-      raw = log_scale.unaryExpr([this](double t) {
-        return std::clamp(RawFromLogScale(t), options_.raw_lower_bound, options_.raw_upper_bound);
-      });
+      for (Eigen::Index k = 0; k < raw.size(); ++k) {
+        raw(k) = std::clamp(RawFromLogScale(log_scale(k)), bounds_.lower(k), bounds_.upper(k));
+      }
     }
     Eigen::VectorXd raw_gradient;
     const double value = objective_(raw, raw_gradient);
@@ -333,7 +342,7 @@ class LogScaleObjective {
   NegativeObjective& objective_;
   const Eigen::VectorXd start_raw_;
   const Eigen::VectorXd start_log_;
-  const FitOptions& options_;
+  const ParameterBounds& bounds_;
 };
 
 // What one start of a fit produced.
@@ -370,6 +379,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   constexpr int kMaxNewtonSteps = 30;
   constexpr int kMaxDampingIncreases = 40;
   const Progress poll = CancellationPoll();
+  const ParameterBounds bounds = FitParameterBounds(model, options);
   // The callback's first error, wherever it was seen (a poll here or inside a Hessian), so
   // that a failed evaluation can be told from a cancelled one without calling it again.
   absl::Status stopped;
@@ -384,7 +394,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   ++evaluations;
   if (!here.ok()) return stopped;  // OK: no polish where the Hessian fails
   auto clamp = [&](const Eigen::VectorXd& point) {
-    return point.cwiseMax(options.raw_lower_bound).cwiseMin(options.raw_upper_bound).eval();
+    return point.cwiseMax(bounds.lower).cwiseMin(bounds.upper).eval();
   };
   // Moves to `trial` when it is better; `here` then holds its derivatives.
   auto try_point = [&](const Eigen::VectorXd& trial) {
@@ -404,8 +414,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   double mu = 0.0;
   for (int step = 0; step < kMaxNewtonSteps; ++step) {
     GPSEL_RETURN_IF_ERROR(ReportProgress(recording, progress_template));
-    const std::vector<int> free =
-        FreeComponents(x, here->gradient, options.raw_lower_bound, options.raw_upper_bound);
+    const std::vector<int> free = FreeComponents(x, here->gradient, bounds);
     const int m = static_cast<int>(free.size());
     if (m == 0) break;
     Eigen::MatrixXd negative_hessian(m, m);
@@ -420,7 +429,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
     // Converged when the gradient is small, or when the local quadratic model promises no gain
     // above rounding: along a very stiff direction (curvature 1e6 and more on PER.period) a
     // gradient of 1e-4 is worth 1e-14 of objective, and no step can realise it.
-    const bool small_gradient = MeetsGradientTolerance(x, here->gradient, options);
+    const bool small_gradient = MeetsGradientTolerance(x, here->gradient, options, bounds);
     const bool negligible_gain =
         lambda(0) > 0 && 0.5 * (projected.array().square() / lambda.array()).sum() <=
                              kNegligibleGain * std::max(1.0, std::abs(value));
@@ -534,6 +543,55 @@ std::string_view StartKindName(StartKind kind) {
   return "unknown";
 }
 
+ParameterBounds FitParameterBounds(const GpModel& model, const FitOptions& options) {
+  const std::vector<HyperparameterInfo> free = model.free_parameters();
+  const int u = static_cast<int>(free.size());
+  ParameterBounds bounds{Eigen::VectorXd::Constant(u, options.raw_lower_bound),
+                         Eigen::VectorXd::Constant(u, options.raw_upper_bound),
+                         Eigen::VectorXd::Ones(u)};
+  const double base = Softplus(options.raw_upper_bound);
+  const Eigen::VectorXd& y = model.y();
+  const Eigen::MatrixXd& x = model.x();
+  const double y2 = y.size() > 0 ? y.squaredNorm() / static_cast<double>(y.size()) : 1.0;
+  auto column_range = [&](int dim) {
+    if (x.size() == 0) return 0.0;
+    if (dim >= 0 && dim < x.cols()) return x.col(dim).maxCoeff() - x.col(dim).minCoeff();
+    double range = 0.0;
+    for (Eigen::Index c = 0; c < x.cols(); ++c) {
+      range = std::max(range, x.col(c).maxCoeff() - x.col(c).minCoeff());
+    }
+    return range;
+  };
+  auto column_square = [&](int dim) {
+    if (x.size() == 0) return 1.0;
+    if (dim >= 0 && dim < x.cols()) return x.col(dim).squaredNorm() / x.rows();
+    return x.squaredNorm() / static_cast<double>(x.rows());
+  };
+  for (int k = 0; k < u; ++k) {
+    const HyperparameterInfo& info = free[k];
+    double natural = base;
+    // A factor of at most 2 leaves the bound as it is: standardised y has mean(y²) = 1 up to
+    // rounding and the n/(n−1) of its sd, which must not move the default box.
+    auto grow = [](double factor) { return factor > 2.0 && std::isfinite(factor) ? factor : 1.0; };
+    if (!info.base.has_value() || info.base == BaseKernel::kConst) {  // noise, C.constant
+      natural = base * grow(y2);
+    } else if (info.base == BaseKernel::kLIN) {
+      const double x2 = column_square(info.active_dim);
+      natural = base * grow(x2 > 0 ? y2 / x2 : 1.0);
+    } else if ((info.parameter == "lengthscale" && info.base != BaseKernel::kPER) ||
+               info.IsPeriod()) {
+      natural = std::max(base, 2.0 * column_range(info.active_dim));
+    }
+    // Only a guard against runaways is scaled: a box a caller narrowed below natural value 1
+    // pins the parameters and stays as given.
+    if (base >= 1.0 && natural > base && std::isfinite(natural)) {
+      bounds.upper(k) = InverseSoftplus(natural);
+      bounds.scale(k) = natural / base;
+    }
+  }
+  return bounds;
+}
+
 std::string FitResult::Summary() const {
   std::string out = absl::StrFormat(
       "%s fit: objective %.6f (log lik %.6f, log prior %.6f), best start %d (%s%s%s), "
@@ -567,12 +625,18 @@ class FitRun {
   // `prior_draws`: the random starts of this fit (options.restarts, or 0 for an MLL fit that
   // follows the MAP fit's draws; FitOptions::share_prior_draws).
   FitRun(const GpModel& model, FitObjective objective, const FitOptions& options, int prior_draws)
-      : model_(model), objective_(objective), options_(options), prior_draws_(prior_draws),
+      : model_(model),
+        objective_(objective),
+        options_(options),
+        prior_draws_(prior_draws),
         u_(model.num_free()),
-        mean_(model.prior_mean()), sd_(model.prior_sd()),
-        lower_(Eigen::VectorXd::Constant(u_, options.raw_lower_bound)),
-        upper_(Eigen::VectorXd::Constant(u_, options.raw_upper_bound)),
-        lower_log_(LogScaleFromRaw(lower_)), upper_log_(LogScaleFromRaw(upper_)),
+        mean_(model.prior_mean()),
+        sd_(model.prior_sd()),
+        bounds_(FitParameterBounds(model, options)),
+        lower_(bounds_.lower),
+        upper_(bounds_.upper),
+        lower_log_(LogScaleFromRaw(lower_)),
+        upper_log_(LogScaleFromRaw(upper_)),
         extra_starts_(ExtraStartsFor(options, objective)),
         total_starts_(prior_draws + static_cast<int>(extra_starts_.size())),
         stage_(objective == FitObjective::kMaximumLikelihood ? "mll_fit" : "map_fit") {
@@ -771,7 +835,7 @@ class FitRun {
     x = x.cwiseMax(lower_).cwiseMin(upper_);
     if (out.status = ReportProgress(report, p); !out.status.ok()) return out;
 
-    NegativeObjective f(model_, objective_, options_, report, p);
+    NegativeObjective f(model_, objective_, options_, bounds_, report, p);
     double fx = 0.0;
     // LBFGSpp throws when a line search cannot progress: at the optimum to machine precision,
     // against a non-PD wall, or after a poor curvature estimate far from it. Restart from the
@@ -788,7 +852,7 @@ class FitRun {
           Eigen::VectorXd no_gradient(0);
           f(x, no_gradient);
         } else {
-          LogScaleObjective in_log_scale(f, x, options_);
+          LogScaleObjective in_log_scale(f, x, bounds_);
           Eigen::VectorXd t = in_log_scale.start();
           solver.minimize(in_log_scale, t, fx, lower_log_, upper_log_);
         }
@@ -811,7 +875,7 @@ class FitRun {
     out.ok = true;
     out.raw = f.best_raw();
     out.value = f.best_value();
-    if (u_ > 0 && !MeetsGradientTolerance(out.raw, f.best_gradient(), options_)) {
+    if (u_ > 0 && !MeetsGradientTolerance(out.raw, f.best_gradient(), options_, bounds_)) {
       out.status = NewtonPolish(model_, objective_, options_, report, p, out.raw, out.value,
                                 out.evaluations, out.iterations);
     }
@@ -835,7 +899,9 @@ class FitRun {
   const FitOptions& options_;
   const int prior_draws_;
   const int u_;
-  const Eigen::VectorXd mean_, sd_, lower_, upper_;
+  const Eigen::VectorXd mean_, sd_;
+  const ParameterBounds bounds_;
+  const Eigen::VectorXd lower_, upper_;
   const Eigen::VectorXd lower_log_, upper_log_;  // the box in L-BFGS-B's t = log softplus(r)
   const std::vector<const StartPoint*> extra_starts_;
   const int total_starts_;

@@ -12,12 +12,14 @@
 #include <Eigen/Eigenvalues>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gpsel/core/data_heuristics.h"
+#include "gpsel/core/fit_bounds.h"
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/internal/data_starts.h"
 #include "gpsel/core/internal/nested_embedding.h"
@@ -343,6 +345,7 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
   const char* label = fit.objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP";
   const std::vector<std::string> names = model.free_names();
   const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
+  const ParameterBounds bounds = FitParameterBounds(model, options.fit);
   for (Eigen::Index k = 0; k < fit.raw.size() && k < static_cast<Eigen::Index>(names.size());
        ++k) {
     const std::string& name = names[k];
@@ -357,16 +360,20 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
                            "its prior with --prior ", name, "=MEAN,SD")
             : absl::StrCat("set its prior with --prior ", name, "=MEAN,SD or fix it with --fix ",
                            name, "=VALUE");
-    if (raw <= options.fit.raw_lower_bound + kOnBound) {
+    if (raw <= bounds.lower(k) + kOnBound) {
       warnings->push_back(absl::StrCat(
           absl::StrFormat("%s fit: %s ends on its lower bound (%.3g)", label, name, natural),
           name == kNoiseName ? ", the floor: the kernel interpolates the data"
                              : ": the data does not need this part, so the kernel without it "
                                "fits as well"));
-    } else if (raw >= options.fit.raw_upper_bound - kOnBound) {
-      warnings->push_back(absl::StrFormat(
-          "%s fit: %s ends on its upper bound (%.4g) and would grow further; %s", label, name,
-          natural, remedy));
+    } else if (raw >= bounds.upper(k) - kOnBound * std::max(1.0, bounds.scale(k))) {
+      warnings->push_back(
+          absl::StrFormat("%s fit: %s ends on its upper bound (%.4g%s) and would grow further; %s",
+                          label, name, natural,
+                          bounds.scale(k) > 1 ? ", the bound scaled to the data"
+                                              : ", the bound for unitless "
+                                                "or standardised values",
+                          remedy));
     } else if (const double z = (raw - mean(k)) / sd(k); std::abs(z) > kPriorSdWarning) {
       const double units = UserUnitsPerModelUnit(name, x_factor);
       const double offset = name == kNoiseName ? kNoiseFloor : 0.0;
@@ -384,6 +391,43 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
         "global; raise --restarts (now %d) to check",
         label, fit.starts, fit.objective_value, options.fit.restarts));
   }
+}
+
+// No absurd answer: the best log likelihood of a score's fits must not lie far below that of
+// white noise on the same (modelled) y, N(0, σ² I) with σ² = mean(y²), the maximum-likelihood
+// white noise: −n/2 (log(2π σ²) + 1). Every kernel + noise gets close to it (the kernel's part
+// shrunk, or made diagonal by a lengthscale on its lower bound, and the noise taking the rest),
+// so an optimum far below it is a fit that failed — a parameter held on a bound, or fixed values
+// that do not suit the data — and returning it as a score would mislead. The margin,
+// max(10, n/10) nats, leaves room for kernels whose unit-variance part cannot vanish exactly.
+absl::Status CheckAgainstWhiteNoise(const GpModel& model, const KernelScore& score) {
+  double best = -std::numeric_limits<double>::infinity();
+  for (const std::optional<FitResult>* fit : {&score.mll_fit, &score.map_fit}) {
+    if (fit->has_value()) best = std::max(best, (*fit)->log_likelihood);
+  }
+  const Eigen::VectorXd& y = model.y();
+  const double n = static_cast<double>(y.size());
+  if (n == 0 || best == -std::numeric_limits<double>::infinity()) return absl::OkStatus();
+  const double y2 = y.squaredNorm() / n;
+  if (!(y2 > 0) || !std::isfinite(y2)) return absl::OkStatus();
+  const double white_noise = -0.5 * n * (std::log(2.0 * M_PI * y2) + 1.0);
+  const double margin = std::max(10.0, 0.1 * n);
+  if (std::isfinite(best) && best >= white_noise - margin) return absl::OkStatus();
+  std::string why;
+  for (const std::string& warning : score.warnings) {
+    if (absl::StrContains(warning, "bound")) absl::StrAppend(&why, "; ", warning);
+  }
+  bool fixed = false;
+  for (const HyperparameterInfo& info : model.parameters()) fixed = fixed || info.fixed;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: the fit's log likelihood %.6g is %.4g nats below that of white noise on the same "
+      "data (%.6g, variance mean(y²) = %.4g), so it is not a fit of this data and no score is "
+      "given%s%s%s",
+      score.kernel, best, white_noise - best, white_noise, y2, why,
+      score.standardized ? ""
+                         : "; y is not standardised: drop --no-standardize, or add a C "
+                           "factor whose constant can take y's scale",
+      fixed ? "; some parameters are fixed (--fix): check their values against the data" : ""));
 }
 
 // ScoreKernel, taking the fits `earlier` has (null: none).
@@ -584,6 +628,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
     }
     AddFitWarnings(*model, **fit, options, x_factor, &score.warnings);
   }
+  GPSEL_RETURN_IF_ERROR(CheckAgainstWhiteNoise(*model, score));
   score.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return score;
