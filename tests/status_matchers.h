@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace gpsel::testing {
+namespace gpsel::status_matchers {
 
 inline const absl::Status& GetStatus(const absl::Status& status) { return status; }
 template <typename T>
@@ -42,6 +42,6 @@ MATCHER(IsOk, "is OK") {
   return status.ok();
 }
 
-}  // namespace gpsel::testing
+}  // namespace gpsel::status_matchers
 
 #endif  // GPSEL_TESTS_STATUS_MATCHERS_H_

@@ -29,7 +29,7 @@
 #include "tests/core/bundled_data.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel {
 namespace {

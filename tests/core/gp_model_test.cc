@@ -35,7 +35,7 @@
 #include "gpsel/core/kernel_expr.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel {
 namespace {

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel {
 namespace {

@@ -19,7 +19,7 @@
 #include "tests/core/evidence_oracles.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel {
 namespace {

@@ -26,7 +26,7 @@
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel::report {
 namespace {

@@ -13,7 +13,7 @@
 #include "gpsel/core/hyperparameters.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel {
 namespace {

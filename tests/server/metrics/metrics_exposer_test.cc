@@ -14,7 +14,7 @@
 #include "tests/server/service/server_test_util.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel::testing {
 namespace {

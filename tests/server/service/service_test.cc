@@ -23,7 +23,7 @@
 #include "tests/status_matchers.h"
 #include "tests/test_timeout.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel::testing {
 namespace {

@@ -23,7 +23,7 @@
 #include "tests/server/store/job_store_test_util.h"
 #include "tests/status_matchers.h"
 
-using ::gpsel::testing::StatusIs;
+using ::gpsel::status_matchers::StatusIs;
 
 namespace gpsel {
 namespace {
