@@ -15,32 +15,12 @@
 #include <string>
 
 #include "tests/client/cli/json_keys.h"
+#include "tests/client/cli/run_gpsel.h"
 
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-CliRun RunGpsel(const std::string& args) {
-  // One file per process: ctest runs the parameterised cases in parallel processes.
-  const std::string err_path =
-      testing::TempDir() + "/gpsel_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string command = std::string(GPSEL_CLI_PATH) + " " + args + " 2>" + err_path;
-  CliRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  char buffer[4096];
-  size_t got;
-  while ((got = fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, got);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  run.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  return run;
-}
+using ::gpsel::testing_cli::CliRun;
+using ::gpsel::testing_cli::RunGpsel;
 
 std::string WriteTemp(const std::string& name, const std::string& content) {
   const std::string path = testing::TempDir() + "/" + name;
