@@ -92,7 +92,7 @@ if tls:
           "--tls-cert/--tls-key are the mounted kubernetes.io/tls Secret's keys")
 
 # Ports: as the image listens (docker/Dockerfile ENTRYPOINT), scraped where it serves /metrics.
-dockerfile = open("docker/Dockerfile").read()
+dockerfile = open("docker/Dockerfile").read().replace("\\\n", " ")  # continuation lines
 entrypoint = re.search(r'^ENTRYPOINT (\[.*\])', dockerfile, re.M)
 entry = json.loads(entrypoint.group(1)) if entrypoint else []
 grpc_port = int(option(entry, "--listen").rsplit(":", 1)[1])

@@ -27,6 +27,7 @@ def setUpModule():
     token_file = os.path.join(workdir.name, "token")
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
+    os.chmod(token_file, 0o600)  # gpsel-server refuses a token file others can read
     log = open(os.path.join(workdir.name, "server.log"), "w")  # stderr: never a full pipe
     server = subprocess.Popen(
         [SERVER, "--listen", "127.0.0.1:0", "--metrics-listen", "",
