@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/sparse_cost.h"
 #include "gpsel/core/status_macros.h"
 
 namespace gpsel {
@@ -275,12 +276,26 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     cap = options.max_inducing;
     cap_reason = SparseStopReason::kMaxInducing;
   }
-  const int64_t memory_cap = options.memory_budget_bytes / (int64_t{24} * std::max(n, 1));
+  // The largest m whose estimated peak (core/sparse_cost.h) fits the budget.
+  auto bytes_at = [&](int64_t m_try) {
+    return EstimateSparseBytes(n, m_try, model.kernel(), options.sparse.threads,
+                               static_cast<int>(model.x().cols()));
+  };
+  int64_t memory_cap = 0;
+  for (int64_t lo = 1, hi = std::max(n, 1); lo <= hi;) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (bytes_at(mid) <= options.memory_budget_bytes) {
+      memory_cap = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
   if (memory_cap < cap) {
     if (memory_cap < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "memory_budget_bytes: ", options.memory_budget_bytes, " bytes cannot hold one n×1 "
-          "column per array at n = ", n, " (", int64_t{24} * n, " bytes needed)"));
+          "memory_budget_bytes: ", options.memory_budget_bytes, " bytes cannot hold a fit with "
+          "one inducing point at n = ", n, " (", bytes_at(1), " bytes needed)"));
     }
     cap = static_cast<int>(memory_cap);
     cap_reason = SparseStopReason::kMemoryCap;
@@ -323,7 +338,11 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         } else if (round == 0) {
           for (size_t k = 1; k < modes.size(); ++k) from.push_back(modes[k]);
         }
-        std::vector<std::pair<double, Eigen::VectorXd>> ends;
+        struct End {
+          double value, upper_value;
+          Eigen::VectorXd raw;
+        };
+        std::vector<End> ends;
         bool gained = false;
         double round_gain = 0.0;
         for (const Eigen::VectorXd& start : from) {
@@ -334,7 +353,16 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
           std::optional<Optimum> optimum = Optimise(*candidate, options, progress, start);
           if (!optimum) continue;
           result.evaluations += optimum->evaluations;
-          if (round == 0) ends.emplace_back(optimum->value, optimum->raw);
+          if (round == 0) {
+            // The end's objective with the upper bound in place of the ELBO: an end whose upper
+            // end lies below the best lower end cannot be the better mode (as SKC prunes
+            // kernels), and is not carried to the next m.
+            double upper_value = std::numeric_limits<double>::infinity();
+            if (absl::StatusOr<SparseBounds> b = candidate->Bounds(optimum->raw); b.ok()) {
+              upper_value = optimum->value - b->lower + b->upper;
+            }
+            ends.push_back({optimum->value, upper_value, optimum->raw});
+          }
           // At a new m (round 0 after the first m) the objective is a new function: take it.
           const bool new_level = round == 0;
           if (optimum->value > value || (new_level && !gained)) {
@@ -349,13 +377,14 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         if (round == 0) {
           // The best ends, distinct by value, best first (a stable sort: ties keep start order).
           std::stable_sort(ends.begin(), ends.end(),
-                           [](const auto& a, const auto& b) { return a.first > b.first; });
+                           [](const End& a, const End& b) { return a.value > b.value; });
           modes.clear();
-          for (const auto& [end_value, end_raw] : ends) {
+          for (const End& end : ends) {
             if (static_cast<int>(modes.size()) >= options.kept_modes) break;
+            if (!modes.empty() && end.upper_value < ends.front().value) continue;  // dominated
             bool repeat = false;
-            for (const Eigen::VectorXd& mode : modes) repeat |= (mode - end_raw).norm() < 1e-3;
-            if (!repeat) modes.push_back(end_raw);
+            for (const Eigen::VectorXd& mode : modes) repeat |= (mode - end.raw).norm() < 1e-3;
+            if (!repeat) modes.push_back(end.raw);
           }
         }
         step.rounds = round + 1;

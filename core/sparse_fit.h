@@ -50,8 +50,8 @@ struct SparseFitOptions {
   // m at most; 0 = no limit but n and the memory budget.
   int max_inducing = 0;
   double growth = 2.0;  // m ← ⌈growth·m⌉ while the gap is too wide (> 1)
-  // Bytes the fit may hold in n×m matrices (the selection's factor and A = L⁻¹K_uf, about
-  // 3·8·n·m bytes with the gradient's blocks): caps m at budget / (24 n).
+  // Bytes the fit may hold: caps m at the largest whose EstimateSparseBytes (core/sparse_cost.h:
+  // the data, the greedy selection's n×m factor, the per-thread blocks) fits, about budget/(8n).
   int64_t memory_budget_bytes = int64_t{2} << 30;
   // Stop growing m once UB − ELBO ≤ max(gap_tolerance, relative_gap_tolerance·|ELBO|).
   double gap_tolerance = 1.0;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/internal/kernel_evaluator.h"
+#include "gpsel/core/internal/thread_pool.h"
 #include "gpsel/core/linalg.h"
 #include "gpsel/core/status_macros.h"
 
@@ -24,26 +25,26 @@ using Eigen::MatrixXd;
 using Eigen::VectorXd;
 using NodeValues = std::vector<internal::KernelEvaluator::NodeValue>;
 
-// The geometry of rows [row0, row0 + rows) of x each with itself, as a rows×1 "matrix": the
-// kernel tree is elementwise in its geometry, so evaluating it here gives diag(K_ff) and its
-// derivatives without any n×n work. Distances are zero; LIN's x·x is the row's squared norm. Which
-// quantities a dimension needs is read off a 1×1 geometry the evaluator makes itself.
-void MakeDiagonalGeometry(const internal::KernelEvaluator& evaluator, const MatrixXd& x,
-                          Index row0, Index rows, internal::PairGeometry* out) {
-  internal::PairGeometry probe;
-  evaluator.MakeGeometryBlock(x, 0, 1, x, 0, 1, &probe);
-  out->rows = rows;
-  out->cols = 1;
+// The geometry of rows [row0, row0 + rows) of x each with itself, as a rows×1 diagonal geometry
+// (PairGeometry::diagonal): the kernel tree is entrywise in it, so evaluating it here gives
+// diag(K_ff) and its derivatives without any n×n work. Distances are zero; LIN's x·x is the
+// row's squared norm; a CP/CW's positions z are the rows' own on both sides. Which quantities a
+// dimension needs is read off the geometry of the rows with one of them, which the evaluator
+// makes itself (in its input frame).
+void MakeDiagonalGeometry(const internal::KernelEvaluator& evaluator, const MatrixXd& x, Index row0,
+                          Index rows, internal::PairGeometry* out) {
+  evaluator.MakeGeometryBlock(x, row0, rows, x, row0, 1, out);
   out->symmetric = false;
-  for (const auto& [dim, use] : probe.by_dim) {
-    internal::PairGeometry::ForDim& g = out->by_dim[dim];
-    if (use.squared_distance.size() > 0) g.squared_distance.setZero(rows, 1);
-    if (use.distance.size() > 0) g.distance.setZero(rows, 1);
-    if (use.dot.size() > 0) {
+  out->diagonal = true;
+  for (auto& [dim, g] : out->by_dim) {
+    if (g.squared_distance.size() > 0) g.squared_distance.setZero(rows, 1);
+    if (g.distance.size() > 0) g.distance.setZero(rows, 1);
+    if (g.dot.size() > 0) {
       const Index first = dim < 0 ? 0 : dim;
       const Index count = dim < 0 ? x.cols() : 1;
       g.dot = x.block(row0, first, rows, count).rowwise().squaredNorm();
     }
+    if (g.z1.size() > 0) g.z2 = g.z1;
   }
 }
 
@@ -71,7 +72,11 @@ absl::Status SparseGpOptions::Validate() const {
   if (!(jitter >= 0.0) || !std::isfinite(jitter)) {
     return absl::InvalidArgumentError("jitter: must be finite and >= 0");
   }
+  if (!(max_jitter >= jitter) || !std::isfinite(max_jitter)) {
+    return absl::InvalidArgumentError("max_jitter: must be finite and >= jitter");
+  }
   if (block_columns < 1) return absl::InvalidArgumentError("block_columns: must be >= 1");
+  if (threads < 1) return absl::InvalidArgumentError("threads: must be >= 1");
   return absl::OkStatus();
 }
 
@@ -92,19 +97,43 @@ absl::StatusOr<SparseGp> SparseGp::Create(const GpModel& model, Eigen::MatrixXd 
   GPSEL_RETURN_IF_ERROR(options.Validate());
   if (inducing.rows() == 0) return absl::InvalidArgumentError("inducing: no points");
   if (inducing.cols() != model.x().cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("inducing: has ", inducing.cols(),
-                                                   " columns but x has ", model.x().cols()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("inducing: has ", inducing.cols(), " columns but x has ", model.x().cols()));
   }
   if (!inducing.allFinite()) return absl::InvalidArgumentError("inducing: values must be finite");
   SparseGp sparse;
   sparse.model_ = &model;
   sparse.options_ = options;
   sparse.inducing_ = std::move(inducing);
-  sparse.evaluator_ = std::make_unique<internal::KernelEvaluator>(model.kernel());
+  // With the training inputs' frame, as GpModel's evaluator: CP/CW read positions on it.
+  sparse.evaluator_ = std::make_unique<internal::KernelEvaluator>(model.kernel(), model.x());
+  if (options.threads > 1) sparse.pool_ = std::make_unique<ThreadPool>(options.threads - 1);
   sparse.inducing_geometry_ = std::make_unique<internal::PairGeometry>(
       sparse.evaluator_->MakeGeometry(sparse.inducing_, sparse.inducing_));
   return sparse;
 }
+
+namespace {
+
+// Runs body(chunk) for chunk = 0 .. chunks−1 on `pool` (or inline), each chunk writing only its
+// own slot: the caller sums the slots in chunk order, so the result does not depend on threads.
+template <typename Body>
+void ForEachChunk(ThreadPool* pool, int chunks, const Body& body) {
+  TaskGroup group(pool);
+  for (int c = 0; c < chunks; ++c) group.Schedule([&body, c] { body(c); });
+  group.Wait();
+}
+
+// The blocks of columns [c0, c0 + cols) of chunk `chunk` of `chunks` over n columns in blocks of
+// `block` columns.
+struct BlockRange {
+  Index first_block = 0, end_block = 0;
+};
+BlockRange ChunkBlocks(Index num_blocks, int chunks, int chunk) {
+  return {num_blocks * chunk / chunks, num_blocks * (chunk + 1) / chunks};
+}
+
+}  // namespace
 
 absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
                                               bool with_gradient) const {
@@ -119,45 +148,79 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
   const int noise_index = static_cast<int>(full.size()) - 1;
   const double s2 = kNoiseFloor + Softplus(full(noise_index));
   const double noise_slope = Sigmoid(full(noise_index));
+  const Index block = options_.block_columns;
+  const Index num_blocks = (n + block - 1) / block;
+  const int chunks = static_cast<int>(std::min<Index>(kSparseChunks, num_blocks));
+  ThreadPool* pool = pool_.get();
 
-  // K_uu + εI = L Lᵀ.
+  // K_uu + εI = L Lᵀ, ε = jitter × mean diag(K_uu) (scale-aware), escalated if needed.
   NodeValues uu_values;
   evaluator_->Evaluate(*inducing_geometry_, full, with_gradient, &uu_values);
-  MatrixXd k_uu = evaluator_->Root(uu_values).k;
-  k_uu.diagonal().array() += options_.jitter;
-  Eigen::LLT<MatrixXd> chol_uu(k_uu);
-  if (chol_uu.info() != Eigen::Success) {
-    return absl::FailedPreconditionError(
-        "K_uu + jitter·I is not positive definite at these parameters");
+  const MatrixXd& k_uu_plain = evaluator_->Root(uu_values).k;
+  const double scale = std::max(k_uu_plain.diagonal().mean(), 0.0);
+  double relative_jitter = options_.jitter;
+  double epsilon = 0.0;
+  Eigen::LLT<MatrixXd> chol_uu;
+  for (;;) {
+    epsilon = relative_jitter * scale;
+    MatrixXd k_uu = k_uu_plain;
+    k_uu.diagonal().array() += epsilon;
+    chol_uu.compute(k_uu);
+    if (chol_uu.info() == Eigen::Success) break;
+    if (!(relative_jitter > 0.0) || relative_jitter * 100.0 > options_.max_jitter * (1 + 1e-12)) {
+      return absl::FailedPreconditionError(
+          "K_uu + jitter·I is not positive definite at these parameters");
+    }
+    relative_jitter *= 100.0;
   }
+  const MatrixXd l_factor = chol_uu.matrixL();
+  const auto lower_factor = l_factor.triangularView<Eigen::Lower>();
 
-  // A = L⁻¹ K_uf (m×n, the one n-sized matrix held) and diag(K_ff), a block of columns at a time.
-  MatrixXd a(m, n);
-  VectorXd k_diag(n);
-  {
+  // ---- Pass 1 (blocks of columns, chunks in parallel): A_b = L⁻¹ K_ub, Σ A_b A_bᵀ, Σ A_b y_b
+  // and Σ k(x_i, x_i). Nothing of size n×m is kept: pass 2 remakes what it needs from K_ub.
+  struct Pass1 {
+    MatrixXd aat;  // lower triangle
+    VectorXd ay;
+    double trace_k = 0.0;
+  };
+  std::vector<Pass1> pass1(chunks);
+  ForEachChunk(pool, chunks, [&](int chunk) {
+    Pass1& out = pass1[chunk];
+    out.aat = MatrixXd::Zero(m, m);
+    out.ay = VectorXd::Zero(m);
     internal::PairGeometry geometry;
     NodeValues values;
-    for (Index c0 = 0; c0 < n; c0 += options_.block_columns) {
-      const Index cols = std::min<Index>(options_.block_columns, n - c0);
+    MatrixXd a_block;
+    const BlockRange range = ChunkBlocks(num_blocks, chunks, chunk);
+    for (Index b = range.first_block; b < range.end_block; ++b) {
+      const Index c0 = b * block, cols = std::min(block, n - c0);
       evaluator_->MakeGeometryBlock(inducing_, 0, m, x, c0, cols, &geometry);
       evaluator_->Evaluate(geometry, full, false, &values);
-      a.middleCols(c0, cols) = evaluator_->Root(values).k;
+      a_block = evaluator_->Root(values).k;
+      lower_factor.solveInPlace(a_block);
+      out.aat.selfadjointView<Eigen::Lower>().rankUpdate(a_block);
+      out.ay.noalias() += a_block * y.segment(c0, cols);
       MakeDiagonalGeometry(*evaluator_, x, c0, cols, &geometry);
       evaluator_->Evaluate(geometry, full, false, &values);
-      k_diag.segment(c0, cols) = evaluator_->Root(values).k.col(0);
+      out.trace_k += evaluator_->Root(values).k.sum();
     }
-  }
-  chol_uu.matrixL().solveInPlace(a);
+  });
   MatrixXd aat = MatrixXd::Zero(m, m);  // A Aᵀ = L⁻¹ K_uf K_fu L⁻ᵀ
-  aat.selfadjointView<Eigen::Lower>().rankUpdate(a);
+  VectorXd ay = VectorXd::Zero(m);
+  double trace_k = 0.0;
+  for (const Pass1& part : pass1) {
+    aat += part.aat;
+    ay += part.ay;
+    trace_k += part.trace_k;
+  }
   aat.triangularView<Eigen::StrictlyUpper>() = aat.transpose();
-  const VectorXd ay = a * y;
   const double yy = y.squaredNorm();
   const MatrixXd identity = MatrixXd::Identity(m, m);
 
   SparseBounds bounds;
+  bounds.jitter = epsilon;
   // t = tr(K_ff) − tr(Q), tr(Q) = tr(AᵀA) = tr(AAᵀ).
-  const double t = k_diag.sum() - aat.trace();
+  const double t = trace_k - aat.trace();
   bounds.residual_trace = t;
 
   // Lower: Σ = Q + σ²I = σ²(I + AᵀA/σ²); with B = I + AAᵀ/σ² (m×m),
@@ -166,7 +229,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
   if (chol_b.info() != Eigen::Success) {
     return absl::FailedPreconditionError("I + AAᵀ/σ² is not positive definite");
   }
-  const double log_det_b = 2.0 * chol_b.matrixL().toDenseMatrix().diagonal().array().log().sum();
+  const double log_det_b = 2.0 * chol_b.matrixLLT().diagonal().array().log().sum();
   const double log_det_sigma = n_d * std::log(s2) + log_det_b;
   const VectorXd b_inv_ay = chol_b.solve(ay);
   const double quad_lower = (yy - ay.dot(b_inv_ay) / s2) / s2;
@@ -187,86 +250,139 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
   }
   if (!with_gradient) return bounds;
 
-  // ---- Gradients (sparse_gp.h). Both bounds share L, A and B⁻¹.
-  const MatrixXd b_inverse = chol_b.solve(identity);
-  const double trace_sigma_inverse = (n_d - static_cast<double>(m) + b_inverse.trace()) / s2;
-  struct Bound {
-    VectorXd beta;     // the β of G
-    double c3 = 0.0;   // G's multiple of I
-    double c_diag = 0.0;
-    double noise = 0.0;  // ∂/∂σ² (besides nothing: σ² does not enter Q)
-    MatrixXd r;        // 2 L⁻ᵀ (c₃I − B⁻¹/(2σ²))
-    VectorXd r_beta;   // L⁻ᵀ A β
-    MatrixXd w_uu;     // −L⁻ᵀ (M Aᵀ) L⁻¹
-    VectorXd gradient;
-  };
-  Bound lower, upper;
-  lower.beta = (y - a.transpose() * b_inv_ay / s2) / s2;  // Σ⁻¹y (Woodbury)
-  lower.c3 = 0.5 / s2;
-  lower.c_diag = -0.5 / s2;
-  lower.noise = 0.5 * (lower.beta.squaredNorm() - trace_sigma_inverse) + 0.5 * t / (s2 * s2);
-  upper.beta = (y - a.transpose() * bv_inv_ay / v) / v;  // (Q + vI)⁻¹y
-  const double beta_squared = upper.beta.squaredNorm();
-  upper.c3 = -0.5 * beta_squared;
-  upper.c_diag = 0.5 * beta_squared;
-  upper.noise = -0.5 * trace_sigma_inverse + 0.5 * beta_squared;
-  const auto upper_factor = chol_uu.matrixU();  // Lᵀ: solving with it applies L⁻ᵀ
-  for (Bound* bound : {&lower, &upper}) {
-    const VectorXd a_beta = a * bound->beta;
-    bound->r = upper_factor.solve(2.0 * (bound->c3 * identity - b_inverse / (2.0 * s2)));
-    bound->r_beta = upper_factor.solve(a_beta);
-    // M Aᵀ with M = −B⁻¹A/(2σ²) + ½(Aβ)βᵀ + c₃A and B⁻¹AAᵀ = σ²(I − B⁻¹) (symmetric):
-    const MatrixXd m_at = -0.5 * (identity - b_inverse) + 0.5 * a_beta * a_beta.transpose() +
-                          bound->c3 * aat;
-    // L⁻ᵀ S L⁻¹ = (L⁻ᵀ (L⁻ᵀ S)ᵀ)ᵀ for S = M Aᵀ.
-    const MatrixXd left = upper_factor.solve(m_at);
-    bound->w_uu = -upper_factor.solve(MatrixXd(left.transpose())).transpose();
-    bound->gradient = VectorXd::Zero(full.size());
-  }
-
+  // ---- Gradients (sparse_gp.h). Per bound, with β = (y − Aᵀc)/s (lower: s = σ², c = B⁻¹Ay/σ²;
+  // upper: s = v, c = B_v⁻¹Ay/v) and R = 2c₃ L⁻ᵀ − L⁻ᵀB⁻¹/σ²:
+  //   W_uf = R A + r βᵀ = 2c₃ (L⁻ᵀA) − (L⁻ᵀB⁻¹A)/σ² + r βᵀ,  r = L⁻ᵀAβ,
+  // so Σ W_uf ∘ ∂K_uf = 2c₃ Σ(L⁻ᵀA)∘∂K − Σ(L⁻ᵀB⁻¹A)∘∂K/σ² + rᵀ(∂K β): pass 2 remakes
+  // A_b = L⁻¹K_ub and sums the two contractions, the m-vectors ∂K β, Aβ and βᵀβ per parameter
+  // and bound, block by block; the constants c₃ (which needs βᵀβ) and r are applied afterwards.
+  // One GEMM [L⁻ᵀ; L⁻ᵀB⁻¹]A_b per block: the m×m factors carry L⁻ᵀ's large entries once, on
+  // the well-scaled A_b (‖A_b‖ ≤ ‖K‖); (K_uu + εI)⁻¹K_ub as one product loses digits when K_uu
+  // is ill-conditioned (Z = X).
   const std::vector<int> free_index = FreeIndex(*model_);
   std::vector<int> kernel_params;
   for (int i : free_index) {
     if (i != noise_index) kernel_params.push_back(i);
   }
-  const std::vector<MatrixXd>& d_uu = evaluator_->Root(uu_values).dk;
-  for (Bound* bound : {&lower, &upper}) {
-    for (int i : kernel_params) {
-      bound->gradient(i) = (bound->w_uu.array() * d_uu[i].array()).sum();
-    }
-  }
-  if (!kernel_params.empty()) {
+  const int u_k = static_cast<int>(kernel_params.size());
+  const MatrixXd b_inverse = chol_b.solve(identity);
+  const double trace_sigma_inverse = (n_d - static_cast<double>(m) + b_inverse.trace()) / s2;
+  const auto upper_factor = chol_uu.matrixU();  // Lᵀ: solving with it applies L⁻ᵀ
+  // Stacked [L⁻ᵀ; L⁻ᵀB⁻¹] (2m×m).
+  MatrixXd stacked(2 * m, m);
+  stacked.topRows(m) = upper_factor.solve(identity);
+  stacked.bottomRows(m) = upper_factor.solve(b_inverse);
+  // The vectors c of both bounds (β_b = (y_b − A_bᵀc)/s).
+  MatrixXd c_both(m, 2);
+  c_both.col(0) = b_inv_ay / s2;
+  c_both.col(1) = bv_inv_ay / v;
+  const double scale_both[2] = {s2, v};
+
+  struct Pass2 {
+    VectorXd first, second;  // Σ(L⁻ᵀA)∘∂K_i, Σ(L⁻ᵀB⁻¹A)∘∂K_i
+    MatrixXd d_beta[2];      // column i: Σ_b ∂K_i,b β_b, per bound
+    MatrixXd a_beta;         // column j: Σ_b A_b β_b of bound j
+    double beta_squared[2] = {0.0, 0.0};
+    VectorXd diag;  // Σ ∂k(x_i, x_i)
+  };
+  std::vector<Pass2> pass2(chunks);
+  ForEachChunk(pool, chunks, [&](int chunk) {
+    Pass2& out = pass2[chunk];
+    out.first = VectorXd::Zero(u_k);
+    out.second = VectorXd::Zero(u_k);
+    out.d_beta[0] = MatrixXd::Zero(m, u_k);
+    out.d_beta[1] = MatrixXd::Zero(m, u_k);
+    out.a_beta = MatrixXd::Zero(m, 2);
+    out.diag = VectorXd::Zero(u_k);
     internal::PairGeometry geometry;
     NodeValues values;
-    MatrixXd w_uf;
-    for (Index c0 = 0; c0 < n; c0 += options_.block_columns) {
-      const Index cols = std::min<Index>(options_.block_columns, n - c0);
+    MatrixXd products, beta, a_block;
+    const BlockRange range = ChunkBlocks(num_blocks, chunks, chunk);
+    for (Index b = range.first_block; b < range.end_block; ++b) {
+      const Index c0 = b * block, cols = std::min(block, n - c0);
       evaluator_->MakeGeometryBlock(inducing_, 0, m, x, c0, cols, &geometry);
       evaluator_->Evaluate(geometry, full, true, &values);
+      const MatrixXd& k_block = evaluator_->Root(values).k;
       const std::vector<MatrixXd>& d_uf = evaluator_->Root(values).dk;
-      for (Bound* bound : {&lower, &upper}) {
-        // W_uf's columns [c0, c0+cols): R A + (L⁻ᵀAβ) βᵀ.
-        w_uf.noalias() = bound->r * a.middleCols(c0, cols);
-        w_uf.noalias() += bound->r_beta * bound->beta.segment(c0, cols).transpose();
-        for (int i : kernel_params) {
-          bound->gradient(i) += (w_uf.array() * d_uf[i].array()).sum();
-        }
+      a_block = k_block;
+      lower_factor.solveInPlace(a_block);
+      beta.noalias() = -a_block.transpose() * c_both;  // cols×2
+      beta.colwise() += y.segment(c0, cols);
+      beta.col(0) /= scale_both[0];
+      beta.col(1) /= scale_both[1];
+      out.beta_squared[0] += beta.col(0).squaredNorm();
+      out.beta_squared[1] += beta.col(1).squaredNorm();
+      out.a_beta.noalias() += a_block * beta;
+      products.noalias() = stacked * a_block;  // [L⁻ᵀA_b; L⁻ᵀB⁻¹A_b]
+      for (int q = 0; q < u_k; ++q) {
+        const MatrixXd& d = d_uf[kernel_params[q]];
+        out.first(q) += (products.topRows(m).array() * d.array()).sum();
+        out.second(q) += (products.bottomRows(m).array() * d.array()).sum();
+        out.d_beta[0].col(q).noalias() += d * beta.col(0);
+        out.d_beta[1].col(q).noalias() += d * beta.col(1);
       }
       MakeDiagonalGeometry(*evaluator_, x, c0, cols, &geometry);
       evaluator_->Evaluate(geometry, full, true, &values);
       const std::vector<MatrixXd>& d_diag = evaluator_->Root(values).dk;
-      for (Bound* bound : {&lower, &upper}) {
-        for (int i : kernel_params) bound->gradient(i) += bound->c_diag * d_diag[i].sum();
-      }
+      for (int q = 0; q < u_k; ++q) out.diag(q) += d_diag[kernel_params[q]].sum();
     }
+  });
+  Pass2 sum = pass2[0];
+  for (int c = 1; c < chunks; ++c) {
+    sum.first += pass2[c].first;
+    sum.second += pass2[c].second;
+    for (int j = 0; j < 2; ++j) {
+      sum.d_beta[j] += pass2[c].d_beta[j];
+      sum.beta_squared[j] += pass2[c].beta_squared[j];
+    }
+    sum.a_beta += pass2[c].a_beta;
+    sum.diag += pass2[c].diag;
   }
-  for (Bound* bound : {&lower, &upper}) bound->gradient(noise_index) = bound->noise * noise_slope;
+  const MatrixXd& a_beta_both = sum.a_beta;  // Aβ of both bounds
+
+  struct Bound {
+    double c3 = 0.0;  // G's multiple of I
+    double c_diag = 0.0;
+    double noise = 0.0;  // ∂/∂σ²
+    VectorXd gradient;
+  };
+  Bound bound[2];
+  const double beta_squared_lower = sum.beta_squared[0];
+  const double beta_squared_upper = sum.beta_squared[1];
+  bound[0].c3 = 0.5 / s2;
+  bound[0].c_diag = -0.5 / s2;
+  bound[0].noise = 0.5 * (beta_squared_lower - trace_sigma_inverse) + 0.5 * t / (s2 * s2);
+  bound[1].c3 = -0.5 * beta_squared_upper;
+  bound[1].c_diag = 0.5 * beta_squared_upper;
+  bound[1].noise = -0.5 * trace_sigma_inverse + 0.5 * beta_squared_upper;
+  const std::vector<MatrixXd>& d_uu = evaluator_->Root(uu_values).dk;
+  for (int j = 0; j < 2; ++j) {
+    Bound& bd = bound[j];
+    bd.gradient = VectorXd::Zero(full.size());
+    const VectorXd a_beta = a_beta_both.col(j);
+    const VectorXd r_beta = upper_factor.solve(a_beta);  // r = L⁻ᵀAβ
+    // W_uu = −L⁻ᵀ (M Aᵀ) L⁻¹ with M Aᵀ = −½(I − B⁻¹) + ½(Aβ)(Aβ)ᵀ + c₃AAᵀ (B⁻¹AAᵀ = σ²(I − B⁻¹)).
+    const MatrixXd m_at =
+        -0.5 * (identity - b_inverse) + 0.5 * a_beta * a_beta.transpose() + bd.c3 * aat;
+    const MatrixXd left = upper_factor.solve(m_at);
+    const MatrixXd w_uu = -upper_factor.solve(MatrixXd(left.transpose())).transpose();
+    // ε = jitter·mean diag(K_uu) moves with θ: ∂(K_uu + εI) = ∂K_uu + ∂ε I.
+    const double w_uu_trace = w_uu.trace();
+    for (int q = 0; q < u_k; ++q) {
+      const int i = kernel_params[q];
+      const double d_epsilon = relative_jitter * d_uu[i].diagonal().mean();
+      bd.gradient(i) = (w_uu.array() * d_uu[i].array()).sum() + d_epsilon * w_uu_trace +
+                       2.0 * bd.c3 * sum.first(q) - sum.second(q) / s2 +
+                       r_beta.dot(sum.d_beta[j].col(q)) + bd.c_diag * sum.diag(q);
+    }
+    bd.gradient(noise_index) = bd.noise * noise_slope;
+  }
 
   bounds.lower_gradient.resize(free_index.size());
   bounds.upper_gradient.resize(free_index.size());
   for (size_t k = 0; k < free_index.size(); ++k) {
-    bounds.lower_gradient(k) = lower.gradient(free_index[k]);
-    bounds.upper_gradient(k) = upper.gradient(free_index[k]);
+    bounds.lower_gradient(k) = bound[0].gradient(free_index[k]);
+    bounds.upper_gradient(k) = bound[1].gradient(free_index[k]);
   }
   if (!bounds.lower_gradient.allFinite() || !bounds.upper_gradient.allFinite()) {
     return absl::FailedPreconditionError("sparse bound gradients are not finite");
@@ -277,7 +393,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
 Eigen::VectorXd KernelDiagonal(const GpModel& model, const Eigen::VectorXd& free_raw,
                                Eigen::MatrixXd* gradient) {
   FlushDenormalsScope flush_denormals;
-  const internal::KernelEvaluator evaluator(model.kernel());
+  const internal::KernelEvaluator evaluator(model.kernel(), model.x());
   const VectorXd full = model.ExpandRaw(free_raw);
   const Index n = model.x().rows();
   const std::vector<int> free_index = FreeIndex(model);
@@ -316,7 +432,7 @@ absl::StatusOr<InducingSelection> SelectInducingPoints(const GpModel& model,
   const double largest_prior = residual.maxCoeff();
   const double stop_below = options.relative_tolerance * std::max(largest_prior, 0.0);
   const Index max_points = std::min<Index>(options.max_points, n);
-  const internal::KernelEvaluator evaluator(model.kernel());
+  const internal::KernelEvaluator evaluator(model.kernel(), model.x());
   // Columns of the partial pivoted Cholesky factor: K_ff ≈ F Fᵀ with F = K_fu L⁻ᵀ.
   MatrixXd factor(n, max_points);
   std::vector<bool> chosen(n, false);

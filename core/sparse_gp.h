@@ -42,28 +42,46 @@
 
 namespace gpsel {
 
+class ThreadPool;  // core/internal/thread_pool.h
+
 namespace internal {
 class KernelEvaluator;
 struct PairGeometry;
 }  // namespace internal
 
 struct SparseGpOptions {
-  // ε added to K_uu's diagonal, fixed (not escalated: the gradients treat it as a constant).
-  // Both bounds hold for any ε ≥ 0, but ε takes up to about n·ε out of tr(Q), which the upper
-  // bound's σ² + t feels directly: with ε = 1e-6 and σ² = 5e-4 (Mauna Loa, n = 261) the gap
-  // stayed at 28 nats however many points were added. 1e-8 on standardised data (signal
-  // variances of order 1) keeps that below a few tenths of a nat there; the greedy selection
-  // keeps K_uu's pivots above 1e-10·max k(x,x), so the factorisation still succeeds.
-  double jitter = 1e-8;
-  // Columns of K_uf made at once (the derivative blocks hold u·m·block_columns doubles).
+  // ε added to K_uu's diagonal, relative to the signal's scale: ε = jitter × mean diag(K_uu) at
+  // θ (so the same on y in any unit; its dependence on θ is in the gradients). Both bounds hold
+  // for any ε ≥ 0 (Q_ε is the exact Q of noisy inducing variables u + N(0, εI)), but ε takes
+  // about n·ε or more out of tr(Q), which the upper bound's σ² + t feels directly: with an
+  // absolute 1e-6 and σ² = 5e-4 (Mauna Loa, n = 261) the gap stayed at 28 nats however many
+  // points were added, and 1e-8 absolute is already ≈ σ² at the noise floor (1e-4) for n = 10⁴.
+  // 1e-10 keeps n·ε below the floor up to n = 10⁶; when K_uu + εI is not positive definite at
+  // some θ the factorisation is retried with ε × 100 (up to max_jitter) and SparseBounds::jitter
+  // says which ε the bounds used. The greedy selection keeps K_uu's pivots above 1e-10·max
+  // k(x,x) at the θ it chose Z at.
+  double jitter = 1e-10;
+  double max_jitter = 1e-6;
+  // Columns of K_uf made at once (the derivative blocks hold u·m·block_columns doubles per
+  // thread).
   int block_columns = 512;
-  absl::Status Validate() const;  // jitter ≥ 0 and finite, block_columns ≥ 1
+  // The n-sized passes run over this many threads (1 = the caller's). The blocks are summed in
+  // a fixed order over a fixed partition (kSparseChunks chunks), so the numbers are the same
+  // bits whatever the thread count.
+  int threads = 1;
+  absl::Status Validate() const;  // 0 ≤ jitter ≤ max_jitter finite, block_columns ≥ 1, threads ≥ 1
 };
+
+// The n-sized passes are cut into this many chunks of consecutive blocks (fewer when there are
+// fewer blocks), each summed on its own and then in order: the partition does not depend on the
+// thread count, which keeps the bits identical.
+inline constexpr int kSparseChunks = 8;
 
 struct SparseBounds {
   double lower = 0.0;           // ELBO (Titsias 2009)
   double upper = 0.0;           // Titsias 2014
   double residual_trace = 0.0;  // t = tr(K_ff − Q)
+  double jitter = 0.0;          // the absolute ε the bounds used (SparseGpOptions::jitter)
   Eigen::VectorXd lower_gradient;  // ∂/∂(free raw), filled when asked
   Eigen::VectorXd upper_gradient;
   double gap() const { return upper - lower; }
@@ -96,6 +114,7 @@ class SparseGp {
   Eigen::MatrixXd inducing_;
   std::unique_ptr<internal::KernelEvaluator> evaluator_;
   std::unique_ptr<internal::PairGeometry> inducing_geometry_;  // Z with Z
+  std::unique_ptr<ThreadPool> pool_;  // threads − 1 workers (the caller helps); null for 1
 };
 
 // K_ff's diagonal k(x_i, x_i) at the model's free raw values (no noise), O(n) memory; with

@@ -215,6 +215,7 @@ void KernelEvaluator::MakeGeometryBlock(const Eigen::MatrixXd& x1, Eigen::Index 
   out->rows = rows;
   out->cols = cols;
   out->symmetric = &x1 == &x2 && row0 == col0 && rows == cols;
+  out->diagonal = false;
   for (const auto& [dim, use] : geometry_use_) {
     PairGeometry::ForDim& g = out->by_dim[dim];
     const Eigen::Index first = dim < 0 ? 0 : dim;
@@ -636,6 +637,13 @@ void ToRaw(const double* slope, int m, int order, Sigmoid1* w) {
 // a bᵀ as a matrix.
 MatrixXd Outer(const ArrayXd& a, const ArrayXd& b) { return a.matrix() * b.matrix().transpose(); }
 
+// The weight matrix of the pairs a geometry holds: the outer product, or on a diagonal geometry
+// (PairGeometry::diagonal) the entrywise product as a column.
+MatrixXd PairWeight(const PairGeometry& geometry, const ArrayXd& a, const ArrayXd& b) {
+  if (geometry.diagonal) return (a * b).matrix();
+  return Outer(a, b);
+}
+
 }  // namespace
 
 void KernelEvaluator::ComputeChangeWeights(const Node& node, const PairGeometry& geometry,
@@ -674,21 +682,24 @@ void KernelEvaluator::EvaluateChange(const Node& node, const PairGeometry& geome
   const NodeValue& first = values[node.children[0]];
   const NodeValue& second = values[node.children[1]];
   const ArrayXd u1 = 1.0 - w.v1, u2 = 1.0 - w.v2;
-  const MatrixXd weight_first = Outer(u1, u2), weight_second = Outer(w.v1, w.v2);
-  value->k.noalias() = (weight_first.array() * first.k.array() +
-                        weight_second.array() * second.k.array())
-                           .matrix();
+  const MatrixXd weight_first = PairWeight(geometry, u1, u2),
+                 weight_second = PairWeight(geometry, w.v1, w.v2);
+  value->k.noalias() =
+      (weight_first.array() * first.k.array() + weight_second.array() * second.k.array()).matrix();
   value->dk.clear();
   if (!with_gradient) return;
   value->dk.reserve(node.params.size());
-  for (const MatrixXd& d : first.dk) value->dk.push_back((weight_first.array() * d.array()).matrix());
+  for (const MatrixXd& d : first.dk)
+    value->dk.push_back((weight_first.array() * d.array()).matrix());
   for (const MatrixXd& d : second.dk) {
     value->dk.push_back((weight_second.array() * d.array()).matrix());
   }
   for (int a = 0; a < node.num_own; ++a) {
     // ∂U = −v_a (1 − v')ᵀ − (1 − v) v'_aᵀ,  ∂V = v_a v'ᵀ + v v'_aᵀ.
-    const MatrixXd d_first = -(Outer(w.d1_1[a], u2) + Outer(u1, w.d1_2[a]));
-    const MatrixXd d_second = Outer(w.d1_1[a], w.v2) + Outer(w.v1, w.d1_2[a]);
+    const MatrixXd d_first =
+        -(PairWeight(geometry, w.d1_1[a], u2) + PairWeight(geometry, u1, w.d1_2[a]));
+    const MatrixXd d_second =
+        PairWeight(geometry, w.d1_1[a], w.v2) + PairWeight(geometry, w.v1, w.d1_2[a]);
     value->dk.push_back(
         (d_first.array() * first.k.array() + d_second.array() * second.k.array()).matrix());
   }
@@ -712,7 +723,8 @@ bool KernelEvaluator::ChangeSecondDerivative(const Node& node, const PairGeometr
     if (!NodeSecondDerivative(node.children[ci], geometry, raw, values, i, j, &inner)) {
       return false;
     }
-    const MatrixXd weight = ci == 0 ? Outer(u1, u2) : Outer(w.v1, w.v2);
+    const MatrixXd weight =
+        ci == 0 ? PairWeight(geometry, u1, u2) : PairWeight(geometry, w.v1, w.v2);
     *out = (weight.array() * inner.array()).matrix();
     return true;
   }
@@ -722,18 +734,22 @@ bool KernelEvaluator::ChangeSecondDerivative(const Node& node, const PairGeometr
     const int c = i_own ? cj : ci;
     const Node& child = nodes_[node.children[c]];
     const MatrixXd& d_operand = values[node.children[c]].dk[Position(child, operand_param)];
-    const MatrixXd d_weight = c == 0 ? MatrixXd(-(Outer(w.d1_1[a], u2) + Outer(u1, w.d1_2[a])))
-                                     : MatrixXd(Outer(w.d1_1[a], w.v2) + Outer(w.v1, w.d1_2[a]));
+    const MatrixXd d_weight =
+        c == 0
+            ? MatrixXd(-(PairWeight(geometry, w.d1_1[a], u2) + PairWeight(geometry, u1, w.d1_2[a])))
+            : MatrixXd(PairWeight(geometry, w.d1_1[a], w.v2) +
+                       PairWeight(geometry, w.v1, w.d1_2[a]));
     *out = (d_weight.array() * d_operand.array()).matrix();
     return true;
   }
   const int m = node.num_own;
   const int a = i - node.first_param, b = j - node.first_param;
-  const MatrixXd cross = Outer(w.d1_1[a], w.d1_2[b]) + Outer(w.d1_1[b], w.d1_2[a]);
-  const MatrixXd dd_first =
-      cross - Outer(w.d2_1[a * m + b], u2) - Outer(u1, w.d2_2[a * m + b]);
-  const MatrixXd dd_second =
-      cross + Outer(w.d2_1[a * m + b], w.v2) + Outer(w.v1, w.d2_2[a * m + b]);
+  const MatrixXd cross =
+      PairWeight(geometry, w.d1_1[a], w.d1_2[b]) + PairWeight(geometry, w.d1_1[b], w.d1_2[a]);
+  const MatrixXd dd_first = cross - PairWeight(geometry, w.d2_1[a * m + b], u2) -
+                            PairWeight(geometry, u1, w.d2_2[a * m + b]);
+  const MatrixXd dd_second = cross + PairWeight(geometry, w.d2_1[a * m + b], w.v2) +
+                             PairWeight(geometry, w.v1, w.d2_2[a * m + b]);
   *out = (dd_first.array() * values[node.children[0]].k.array() +
           dd_second.array() * values[node.children[1]].k.array())
              .matrix();

@@ -48,6 +48,10 @@ struct PairGeometry {
   // x1 and x2 are the same inputs: every matrix is symmetric, so the transcendental functions
   // (exp, sin, log1p) are evaluated on the upper triangle only and mirrored.
   bool symmetric = false;
+  // A rows×1 "matrix" of pairs (x1_i, x2_i), one per row, e.g. the diagonal k(x_i, x_i): a
+  // change node's weights multiply entrywise (v(z1_i)·v(z2_i)) instead of forming an outer
+  // product; z1 and z2 both have `rows` entries. Base kernels are entrywise already.
+  bool diagonal = false;
 };
 
 class KernelEvaluator {

@@ -15,6 +15,7 @@
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
+#include "gpsel/core/sparse_cost.h"
 #include "tests/core/bundled_data.h"
 
 namespace gpsel {
@@ -147,7 +148,8 @@ TEST(SparseFitTest, ReportsWhatStoppedTheGrowth) {
   EXPECT_EQ(capped->steps[1].num_inducing, 12);
 
   options.max_inducing = 0;
-  options.memory_budget_bytes = 24 * 100 * 20;  // m ≤ 20
+  // Exactly the estimated peak at m = 20 (core/sparse_cost.h): m ≤ 20.
+  options.memory_budget_bytes = EstimateSparseBytes(100, 20, *ParseKernel("SE"));
   absl::StatusOr<SparseFitResult> memory = FitSparse(model, options);
   ASSERT_TRUE(memory.ok());
   EXPECT_EQ(memory->stop_reason, SparseStopReason::kMemoryCap);

@@ -1,0 +1,57 @@
+// The sparse path's time and memory model (see sparse_cost.h).
+#include "gpsel/core/sparse_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/sparse_gp.h"
+
+namespace gpsel {
+
+namespace {
+
+// Calibrated on the bench machine (bench/RESULTS.md, issue 28: sparse_bench on sf_temps and the
+// synthetic series, CPU seconds per evaluation against n·m² and n·m·u).
+constexpr double kSecondsPerFlop = 1.0 / 12e9;     // the passes' BLAS 3 work, one core
+constexpr double kSecondsPerKernelEntry = 1.2e-8;  // one kernel entry and its derivatives
+// Evaluations a sparse fit makes, in units of one evaluation at its final m (the levels below
+// cost a quarter each of the next; the first level's several starts are cheap).
+constexpr double kFinalMEvaluationsPerFit = 120.0;
+// Parallel efficiency of the chunked passes on 2 threads.
+constexpr double kParallelEfficiency = 0.85;
+
+int NumFreeParameters(const KernelExpr& kernel) {
+  absl::StatusOr<std::vector<HyperparameterInfo>> info = DescribeHyperparameters(kernel, {});
+  return info.ok() ? static_cast<int>(info->size()) : 1 + 2 * NumBaseKernels(kernel);
+}
+
+}  // namespace
+
+double SparseEvaluationSeconds(int64_t n, int64_t m, int num_parameters) {
+  const double nd = static_cast<double>(n), md = static_cast<double>(m);
+  return 6.0 * nd * md * md * kSecondsPerFlop +
+         nd * md * (num_parameters + 2) * kSecondsPerKernelEntry;
+}
+
+double EstimateSparseSeconds(int64_t n, int64_t m, const KernelExpr& kernel, int threads) {
+  const int u = NumFreeParameters(kernel);
+  const double one = SparseEvaluationSeconds(n, m, u);
+  const double evaluations = 2.0 * kFinalMEvaluationsPerFit + 4.0 * u;
+  const double speedup =
+      threads <= 1 ? 1.0 : std::min<double>(threads, kSparseChunks) * kParallelEfficiency;
+  return evaluations * one / speedup;
+}
+
+int64_t EstimateSparseBytes(int64_t n, int64_t m, const KernelExpr& kernel, int threads,
+                            int num_columns) {
+  const int64_t u = NumFreeParameters(kernel);
+  const int64_t data = 8 * n * (num_columns + 2);  // x, y, diag(K_ff)/residuals
+  const int64_t selection = 8 * n * m;             // the greedy selection's factor
+  const int64_t blocks =
+      8 * int64_t{std::max(threads, 1)} * (u + 3) * m * SparseGpOptions{}.block_columns;
+  const int64_t small = 8 * (kSparseChunks + 16) * m * m;
+  return data + std::max(selection, blocks) + small;
+}
+
+}  // namespace gpsel
