@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/gp_model.h"
 
 namespace gpsel {
@@ -105,6 +106,15 @@ MemoryEstimate Make(int64_t bytes, std::string breakdown) {
   return m;
 }
 
+// The sparse fits (core/sparse_fit.h): the selection's factor and A = L⁻¹K_uf (n×m each) and the
+// gradient's blocks, about 3 n·m doubles, plus x, y and the diagonal (n·(d + 3)); m as the
+// request's ApproxOptions allows.
+int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx) {
+  const int64_t m = std::min<int64_t>(
+      n, approx.inducing_points > 0 ? approx.inducing_points : kDefaultMaxInducingPoints);
+  return kDouble * (3 * n * m + n * (d + 3)) + kBlasBufferBytes;
+}
+
 int FitThreads(const FitOptions& fit) { return std::max(1, fit.pool != nullptr ? 1 : fit.threads); }
 
 }  // namespace
@@ -137,6 +147,14 @@ MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<Kernel
   int64_t worst = 0;
   std::string worst_kernel;
   for (const KernelExpr& kernel : kernels) {
+    if (ChooseApproximation(data, kernel, options).sparse) {
+      const int64_t bytes = SparseFitBytes(n, data.num_dims(), options.approx);
+      if (bytes > worst) {
+        worst = bytes;
+        worst_kernel = ToString(kernel) + " (sparse)";
+      }
+      continue;
+    }
     const int u = ShapeOf(kernel).parameters + 1;
     // Kernels are scored one after another. Within one, `threads` starts evaluate at once;
     // the MLL and MAP fits run as one batch, so with two threads or more both winners' Newton
@@ -161,6 +179,10 @@ MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& op
   const int64_t n = data.num_points();
   const int threads = std::max(1, options.threads);
   const int depth = std::max(1, options.max_depth);
+  if (ChooseSearchApproximation(data, options).sparse) {
+    return Make(threads * SparseFitBytes(n, data.num_dims(), options.score.approx),
+                absl::StrFormat("n = %d, %d sparse candidate(s) at once", n, threads));
+  }
   // Each candidate's fit runs in its thread: its Hessian comes after its evaluations.
   const int64_t per_candidate =
       kBlasBufferBytes + std::max(WorstSearchHessianBytes(n, depth),
@@ -174,6 +196,11 @@ MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& op
 MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kernel,
                                      int64_t num_new_points, const PredictOptions& options) {
   const int64_t n = data.num_points();
+  if (ChooseApproximation(data, kernel, options.fit).sparse) {
+    return Make(SparseFitBytes(n, data.num_dims(), options.fit.approx) +
+                    kDouble * num_new_points * (data.num_dims() + 4),
+                absl::StrFormat("n = %d, %d new points, sparse", n, num_new_points));
+  }
   const int64_t block = options.block_columns > 0
                             ? std::min<int64_t>(options.block_columns, num_new_points)
                             : std::min(PredictBlockColumns(n), num_new_points);

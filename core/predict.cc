@@ -9,9 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/sparse_predict.h"
 #include "gpsel/core/status_macros.h"
 
 namespace gpsel {
@@ -202,18 +204,44 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
   PredictResult out;
   out.kernel = ToString(kernel);
   out.hyperparameters = options.hyperparameters;
+  const ApproxChoice choice = ChooseApproximation(data, kernel, options.fit);
+  out.approx_note = choice.note;
+  if (choice.sparse && options.components) {
+    return absl::InvalidArgumentError(
+        "components: the per-summand posterior is only computed by the exact GP (approx = "
+        "exact)");
+  }
+  int fit_inducing = 0;
   if (options.hyperparameters.empty()) {
     ScoreOptions fit = options.fit;
     const bool mll = options.objective == FitObjective::kMaximumLikelihood;
     fit.metrics = {mll ? Metric::kMll : Metric::kMap};
     fit.laplace_r.clear();
     fit.compute_laplace_covariance = false;
+    // The choice made above, not made again on the single fit's (smaller) estimate.
+    fit.approx.mode = choice.sparse ? ApproxMode::kSparse : ApproxMode::kExact;
     absl::StatusOr<KernelScore> score = ScoreKernel(data, kernel, fit, progress);
     if (!score.ok()) return score.status();
     const std::optional<FitResult>& result = mll ? score->mll_fit : score->map_fit;
     if (!result) return absl::InternalError("the fit made no result");
     out.hyperparameters = result->values;
     out.fit = *result;
+    fit_inducing = score->num_inducing;
+  }
+  if (choice.sparse) {
+    // m: the fit's when it was fitted sparsely, else the one asked for (or the default cap).
+    int inducing = options.fit.approx.inducing_points > 0 ? options.fit.approx.inducing_points
+                                                          : kDefaultMaxInducingPoints;
+    if (out.fit.has_value() && fit_inducing > 0) inducing = fit_inducing;
+    absl::StatusOr<SparsePrediction> sparse =
+        PredictSparse(data, kernel, out.hyperparameters, options.fit.standardize, x_new,
+                      inducing, progress);
+    if (!sparse.ok()) return sparse.status();
+    out.prediction = std::move(sparse->prediction);
+    out.standardization = sparse->standardization;
+    out.method = "sparse";
+    out.num_inducing = sparse->num_inducing;
+    return out;
   }
   absl::StatusOr<Prediction> prediction =
       PredictAtValues(data, kernel, out.hyperparameters, options.fit.standardize, x_new, progress,

@@ -77,6 +77,11 @@ struct PredictResult {
   Standardization standardization;                 // of the training y
   std::optional<FitResult> fit;                    // the fit, when the values were fitted
   Prediction prediction;
+  // "exact", or "sparse" (core/sparse_predict.h) with m inducing points; approx_note says what
+  // PredictOptions::fit.approx chose and why.
+  std::string method = "exact";
+  int num_inducing = 0;
+  std::string approx_note;
   std::string Summary() const;
 };
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/data_heuristics.h"
 #include "gpsel/core/fit_bounds.h"
 #include "gpsel/core/gp_model.h"
@@ -252,7 +253,7 @@ absl::Status ScoreOptions::Validate() const {
   for (double r : laplace_r) {
     if (!std::isfinite(r)) return absl::InvalidArgumentError("laplace_r: must be finite");
   }
-  return absl::OkStatus();
+  return approx.Validate();
 }
 
 double LaplaceEigenvalueFloor(double r) { return 2.0 * M_PI * std::exp(-2.0 * r); }
@@ -437,6 +438,14 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
                                             const ProgressCallback& progress) {
   const auto started = std::chrono::steady_clock::now();
   GPSEL_RETURN_IF_ERROR(options.Validate());
+  // Exact or sparse (core/approx_score.h): the sparse path returns its own KernelScore.
+  const ApproxChoice choice = ChooseApproximation(data, kernel, options);
+  if (choice.sparse) return ScoreKernelSparsely(data, kernel, options, choice.note, progress);
+  if (data.num_points() > kMaxPointsCeiling) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "approx: the exact GP takes at most ", kMaxPointsCeiling, " points (n = ",
+        data.num_points(), "); use approx = sparse or auto"));
+  }
   absl::StatusOr<PreparedModel> prepared = PrepareModel(
       data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();
@@ -452,6 +461,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   score.kernel = ToString(kernel);
   score.num_points = data.num_points();
   score.num_hyperparameters = model->num_free();
+  score.approx_note = choice.note;
   score.standardized = standardization->applied;
   score.standardization = *standardization;
   score.parameter_names = model->free_names();
@@ -786,6 +796,14 @@ std::string KernelScore::Summary() const {
   for (const auto& [r, value] : laplace_r) {
     absl::StrAppendFormat(&out, "  %-13s %12.4f\n", FormatLaplaceRName(r), value);
   }
+  if (method != "exact") {
+    absl::StrAppendFormat(&out, "  method %s, m = %d", method, num_inducing);
+    for (const auto& [name, interval] : intervals) {
+      absl::StrAppendFormat(&out, "; %s in [%.4f, %.4f]", name, interval.lower, interval.upper);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (!approx_note.empty()) absl::StrAppend(&out, "  ", approx_note, "\n");
   if (mll_fit) absl::StrAppend(&out, mll_fit->Summary());
   if (map_fit) absl::StrAppend(&out, map_fit->Summary());
   if (laplace) {

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpsel/core/approx.h"
 #include "gpsel/core/data_heuristics.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/fit.h"
@@ -103,6 +104,9 @@ struct ScoreOptions {
   std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
   HyperparameterSettings hyperparameters;
   bool compute_laplace_covariance = true;
+  // Exact GP, sparse GP (certified intervals) or chosen by the time estimate (core/approx.h);
+  // ScoreKernel decides per kernel (core/approx_score.h), a search once for all its candidates.
+  ApproxOptions approx;
   absl::Status Validate() const;
 };
 
@@ -119,6 +123,13 @@ struct LaplaceDiagnostics {
   std::map<std::string, std::vector<ClampedDirection>> clamped;  // by metric name, e.g. "lap0"
   Eigen::MatrixXd covariance;           // H⁻¹ (Laplace posterior covariance, raw); empty if not PD
   double hessian_jitter = 0.0;          // jitter the likelihood's Cholesky needed at the optimum
+};
+
+// Where the exact log-likelihood part of a metric lies when it was computed on the sparse model:
+// the metric's value is `lower` (core/sparse_score.h).
+struct ScoreInterval {
+  double lower = 0.0;
+  double upper = 0.0;
 };
 
 struct KernelScore {
@@ -143,6 +154,12 @@ struct KernelScore {
   std::optional<FitResult> map_fit;
   std::optional<LaplaceDiagnostics> laplace;
   double seconds = 0.0;
+  // "exact", or "sparse": then every metric is the lower end of intervals[metric], the fits'
+  // log_likelihood is the ELBO, m = num_inducing, and there is no Laplace covariance.
+  std::string method = "exact";
+  int num_inducing = 0;
+  std::map<std::string, ScoreInterval> intervals;  // by metric name; sparse only
+  std::string approx_note;  // what approx = auto chose and why (or that sparse was asked for)
   std::string Summary() const;
 };
 

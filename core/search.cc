@@ -26,11 +26,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/evidence.h"
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/progress_clock.h"
 #include "gpsel/core/status_macros.h"
+#include "gpsel/core/time_estimate.h"
 
 namespace gpsel {
 namespace {
@@ -191,7 +194,8 @@ std::string Fingerprint(const Dataset& data, const SearchOptions& options, bool 
       ";iters=", s.fit.max_iterations, ";gtol=", FormatDouble(s.fit.gradient_tolerance),
       ";rtol=", FormatDouble(s.fit.relative_tolerance), ";bounds=", FormatDouble(s.fit.raw_lower_bound), ",",
       FormatDouble(s.fit.raw_upper_bound),
-      ";warm=", options.warm_start, ";custom=", custom_scorer, ";r=");
+      ";warm=", options.warm_start, ";custom=", custom_scorer,
+      ";approx=", std::string(ApproxModeName(s.approx.mode)), ",", s.approx.inducing_points, ";r=");
   for (double r : s.laplace_r) absl::StrAppend(&text, FormatDouble(r), ",");
   for (const auto& [name, prior] : s.hyperparameters.prior_overrides) {
     absl::StrAppend(&text, ";prior:", name, "=", FormatDouble(prior.mean), ",",
@@ -621,8 +625,12 @@ std::string SearchResult::Summary() const {
       if (record->from_cache) out += "  (cached)";
       out += "\n";
     }
+    for (const std::string& pruned : step.pruned) absl::StrAppend(&out, "  dropped ", pruned, "\n");
+    if (!step.undecided.empty()) absl::StrAppend(&out, "  ", step.undecided, "\n");
   }
   absl::StrAppendFormat(&out, "stopped: %s\n", stop_reason);
+  if (!approx_note.empty()) absl::StrAppend(&out, approx_note, "\n");
+  if (!exact_rescore_note.empty()) absl::StrAppend(&out, exact_rescore_note, "\n");
   absl::StrAppendFormat(&out, "%d candidates fitted, %d from cache, %d failed, %.2f s\n",
                         candidates_scored, cache_hits, failures, seconds);
   // Kept kernels scored with every metric (score_kept_kernels), besides the best one below.
@@ -711,11 +719,108 @@ class KernelSearchRun {
   std::optional<std::pair<double, std::string>> best_for_progress_;
   // Scores of the kernels in the beam (their children's warm starts come from them).
   std::map<std::string, CandidateScore> beam_scores_;
+  ApproxChoice approx_choice_;  // exact or sparse for every candidate (Prepare)
+  // The sparse search's bookkeeping (Kim & Teh's SKC): drops the ranked candidates whose upper
+  // bound lies below the best lower bound, and says when the best two overlap.
+  void PruneByBounds(std::vector<Slot>& slots, std::vector<int>& ranked, SearchStep& step) const;
+  // After a sparse search: the best kernel re-scored exactly when n and the estimate allow.
+  absl::Status RescoreBestExactly(SearchResult* result);
 };
+
+namespace {
+// The interval of a sparse candidate's search metric, or nullopt (exact or custom scorer).
+std::optional<ScoreInterval> CandidateInterval(const CandidateScore& score,
+                                               const std::string& metric) {
+  if (score.details.method != "sparse") return std::nullopt;
+  auto it = score.details.intervals.find(metric);
+  if (it == score.details.intervals.end()) return std::nullopt;
+  return it->second;
+}
+}  // namespace
+
+void KernelSearchRun::PruneByBounds(std::vector<Slot>& slots, std::vector<int>& ranked,
+                                    SearchStep& step) const {
+  if (ranked.empty() || !approx_choice_.sparse) return;
+  const std::string metric = Label();
+  const Slot& best = slots[ranked.front()];
+  const double best_lower = best.record.score;  // the lower end: rankings use it
+  std::vector<int> kept;
+  for (size_t r = 0; r < ranked.size(); ++r) {
+    const Slot& slot = slots[ranked[r]];
+    const std::optional<ScoreInterval> interval = CandidateInterval(*slot.result, metric);
+    if (r > 0 && interval.has_value() && interval->upper < best_lower) {
+      step.pruned.push_back(absl::StrFormat(
+          "%s: upper bound %.4f < best lower bound %.4f (%s)", slot.record.kernel,
+          interval->upper, best_lower, best.record.kernel));
+      continue;
+    }
+    kept.push_back(ranked[r]);
+  }
+  if (kept.size() > 1) {
+    const Slot& second = slots[kept[1]];
+    const std::optional<ScoreInterval> a = CandidateInterval(*best.result, metric);
+    const std::optional<ScoreInterval> b = CandidateInterval(*second.result, metric);
+    if (a && b && b->upper >= a->lower) {
+      step.undecided = absl::StrFormat(
+          "%s vs %s: undecided at m = %d/%d (%s in [%.4f, %.4f] and [%.4f, %.4f])",
+          best.record.kernel, second.record.kernel, best.result->details.num_inducing,
+          second.result->details.num_inducing, metric, a->lower, a->upper, b->lower, b->upper);
+    }
+  }
+  ranked = std::move(kept);
+}
+
+absl::Status KernelSearchRun::RescoreBestExactly(SearchResult* result) {
+  if (!approx_choice_.sparse || result->best.method != "sparse") return absl::OkStatus();
+  ScoreOptions exact = score_options_;
+  exact.approx.mode = ApproxMode::kExact;
+  exact.metrics = result->best.metrics.empty() ? PaperMetrics() : exact.metrics;
+  if (core_metric_ &&
+      std::find(exact.metrics.begin(), exact.metrics.end(), *core_metric_) == exact.metrics.end()) {
+    exact.metrics.push_back(*core_metric_);
+  }
+  const double seconds = EstimateScoreTime(data_, {result->best_kernel}, exact).seconds;
+  if (data_.num_points() > kDefaultMaxPoints || seconds > kExactRescoreMaxSeconds) {
+    result->exact_rescore_note = absl::StrFormat(
+        "%s not re-scored exactly: n = %d, exact estimated %s (the limits are %d points and "
+        "%.0f s)",
+        result->best.kernel, data_.num_points(), FormatDuration(seconds), kDefaultMaxPoints,
+        kExactRescoreMaxSeconds);
+    return absl::OkStatus();
+  }
+  exact.fit.seed = CandidateSeed(options_.score.fit.seed, result->best.kernel);
+  absl::StatusOr<KernelScore> rescored =
+      ScoreKernel(data_, result->best_kernel, exact, [this](const Progress& inner) {
+        Progress progress = inner;
+        progress.stage = "rescore";
+        progress.message = absl::StrCat("exact re-score: ", inner.message);
+        return ReportProgress(progress_, progress);
+      });
+  if (!rescored.ok()) {
+    if (Cancelled() || absl::IsCancelled(rescored.status())) return rescored.status();
+    result->exact_rescore_note =
+        absl::StrCat(result->best.kernel, " exact re-score failed: ", rescored.status().message());
+    return absl::OkStatus();
+  }
+  result->best_sparse = std::move(result->best);
+  result->best = *std::move(rescored);
+  result->exact_rescored.push_back(result->best.kernel);
+  result->exact_rescore_note = absl::StrFormat(
+      "%s re-scored exactly (estimated %s): its metrics are exact", result->best.kernel,
+      FormatDuration(seconds));
+  if (core_metric_) {
+    auto value = result->best.metrics.find(std::string(MetricName(*core_metric_)));
+    if (value != result->best.metrics.end()) result->best_score = value->second;
+  }
+  return absl::OkStatus();
+}
 
 absl::Status KernelSearchRun::Prepare() {
   GPSEL_RETURN_IF_ERROR(options_.Validate());
-  GPSEL_RETURN_IF_ERROR(ValidateDataset(data_));
+  // A search that may run sparse takes up to the sparse limit (core/approx.h).
+  DatasetLimits limits;
+  if (options_.score.approx.sparse_possible()) limits.max_points = kSparseMaxPoints;
+  GPSEL_RETURN_IF_ERROR(ValidateDataset(data_, limits));
   base_kernels_ = options_.base_kernels.empty() ? DefaultBaseKernels() : options_.base_kernels;
   for (const KernelExpr& base : base_kernels_) {
     if (base.active_dim >= data_.num_dims()) {
@@ -738,6 +843,18 @@ absl::Status KernelSearchRun::Prepare() {
   // the last candidates of a step keep every worker busy. Results do not depend on it.
   score_options_ = options_.score;
   if (threads_ > 1) score_options_.fit.pool = pool_.get();
+  // Exact or sparse, decided once for every candidate (auto: on the exact search's estimate).
+  approx_choice_ =
+      options_.scorer && options_.score.approx.mode == ApproxMode::kAuto
+          ? ApproxChoice{false, absl::StrCat("auto: exact (", options_.metric,
+                                             " runs on the exact GP only)")}
+          : ChooseSearchApproximation(data_, options_);
+  score_options_.approx.mode = approx_choice_.sparse ? ApproxMode::kSparse : ApproxMode::kExact;
+  if (options_.scorer && approx_choice_.sparse) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "approx: a search by ", options_.metric, " runs on the exact GP only (no sparse "
+        "scorer); use approx = exact, or a fitted metric (e.g. lap0) for the sparse search"));
+  }
   if (options_.scorer) {
     scorer_ = options_.scorer;
   } else {
@@ -1139,6 +1256,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
       return RanksBefore(slots[a].record.score, slots[a].kernel, slots[b].record.score,
                          slots[b].kernel);
     });
+    PruneByBounds(slots, ranked, step);
     step.seconds = SecondsSince(step_start);
     if (ranked.empty()) {
       for (Slot& slot : slots) step.candidates.push_back(std::move(slot.record));
@@ -1186,6 +1304,8 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   }
 
   GPSEL_RETURN_IF_ERROR(ScoreBestAndKept(*best, kept_slots, &result));
+  result.approx_note = approx_choice_.note;
+  GPSEL_RETURN_IF_ERROR(RescoreBestExactly(&result));
 
   result.seconds = SecondsSince(start);
   if (progress_) {

@@ -297,6 +297,11 @@ struct SearchStep {
   // Its value of the search metric can exceed the candidate's score: the re-score makes both
   // fits together, cross-seeded and starting from the candidate's optimum too.
   std::optional<KernelScore> kept_score;
+  // Sparse searches (Kim & Teh's SKC): candidates dropped because their upper bound lies below
+  // the step's best lower bound, each with the numbers; and, when the best two candidates'
+  // intervals overlap, "<best> vs <second>: undecided at m = …".
+  std::vector<std::string> pruned;
+  std::string undecided;
 };
 
 struct SearchResult {
@@ -316,6 +321,15 @@ struct SearchResult {
   int beam_width = 0;
   int threads = 1;
   double seconds = 0.0;
+  // What ScoreOptions::approx chose for the candidates (e.g. "auto: sparse (exact estimated
+  // 2:13:05 > 60 s)"); empty for an exact search.
+  std::string approx_note;
+  // A sparse search's best kernel is re-scored exactly when n ≤ kDefaultMaxPoints and the exact
+  // estimate ≤ kExactRescoreMaxSeconds: then `best` is the exact score, best_sparse the sparse one
+  // and exact_rescored names the kernel; exact_rescore_note says which happened and why.
+  std::vector<std::string> exact_rescored;
+  std::optional<KernelScore> best_sparse;
+  std::string exact_rescore_note;
   std::string Summary() const;
 };
 

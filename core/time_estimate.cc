@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress_clock.h"
@@ -81,6 +82,48 @@ FitCost KernelFitCost(int64_t n, int u, int fits, int starts, int threads, bool 
   return cost;
 }
 
+// The sparse model (core/sparse_fit.h): one bound evaluation with gradient at n points and m
+// inducing points is a few n·m² products (A = L⁻¹K_uf, AAᵀ, the W blocks) and n·m kernel entries
+// with their u derivatives. The constants put the recorded synthetic n = 10⁴, m ≤ 256 score
+// (bench/RESULTS.md, issue 28: 117 s CPU) within the model's factor of two.
+constexpr double kSparseSecondsPerNm2 = 1e-10;
+constexpr double kSparseSecondsPerNmU = 5e-9;
+// m doubles from 32; each larger m refits the kept modes (3) for up to 3 select-and-fit rounds,
+// warm, at about half a cold start's evaluations.
+constexpr double kSparseRefitsPerStep = 4.5;
+
+double SparseEvaluationSeconds(int64_t n, int m, int u) {
+  const double nd = static_cast<double>(n), md = static_cast<double>(m);
+  return kSparseSecondsPerNm2 * nd * md * md + kSparseSecondsPerNmU * nd * md * u;
+}
+
+// The largest m the sparse fits of a request reach (ScoreOptions::approx).
+int SparseInducing(int64_t n, const ApproxOptions& approx) {
+  const int64_t cap = approx.inducing_points > 0 ? approx.inducing_points
+                                                 : kDefaultMaxInducingPoints;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(cap, n)));
+}
+
+// One kernel's sparse fits: the first m with every start, then each doubling of m with the kept
+// modes; the Laplace Hessian is 4u gradient evaluations at the last m.
+FitCost SparseKernelFitCost(int64_t n, int u, int fits, int starts, bool laplace,
+                            const ApproxOptions& approx) {
+  const int m_max = SparseInducing(n, approx);
+  int m = approx.inducing_points > 0 ? m_max : std::min(32, m_max);
+  FitCost cost;
+  double per_start = EvaluationsPerStart(u);
+  cost.evaluations += fits * starts * per_start;
+  cost.seconds += fits * starts * per_start * SparseEvaluationSeconds(n, m, u);
+  while (m < m_max) {
+    m = std::min(2 * m, m_max);
+    const double evaluations = fits * kSparseRefitsPerStep * per_start;
+    cost.evaluations += evaluations;
+    cost.seconds += evaluations * SparseEvaluationSeconds(n, m, u);
+  }
+  if (laplace) cost.seconds += 4.0 * u * SparseEvaluationSeconds(n, m_max, u);
+  return cost;
+}
+
 int Fits(const std::vector<Metric>& metrics) {
   if (metrics.empty()) return 2;
   bool mll = false, map = false;
@@ -133,11 +176,17 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
   TimeEstimate estimate;
   double evaluations = 0.0;
   int most_starts = 0;
+  bool any_sparse = false;
   for (const KernelExpr& kernel : kernels) {
     const int starts = options.fit.restarts + ExtraStarts(kernel);
     most_starts = std::max(most_starts, starts);
-    const FitCost cost = KernelFitCost(n, FreeParameters(kernel), fits, starts, threads,
-                                       NeedsLaplace(options.metrics));
+    const bool sparse = ChooseApproximation(data, kernel, options).sparse;
+    any_sparse |= sparse;
+    const FitCost cost =
+        sparse ? SparseKernelFitCost(n, FreeParameters(kernel), fits, starts,
+                                     NeedsLaplace(options.metrics), options.approx)
+               : KernelFitCost(n, FreeParameters(kernel), fits, starts, threads,
+                               NeedsLaplace(options.metrics));
     estimate.seconds += cost.seconds;
     evaluations += cost.evaluations;
   }
@@ -146,6 +195,10 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
       "n = %d: %d kernel(s) × %d fit(s) × %s%d starts, ~%.0f likelihood evaluations on %d "
       "thread(s)",
       n, kernels.size(), fits, kernels.size() > 1 ? "≤ " : "", most_starts, evaluations, threads);
+  if (any_sparse) {
+    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d",
+                          SparseInducing(n, options.approx));
+  }
   return estimate;
 }
 
@@ -170,6 +223,7 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
       options.score.fit.restarts + (periodic_bases ? kExtraStartsWithPeriod : kExtraStarts);
   // Candidate counts: step 1 the bases, step d the expansions of a (d−1)-leaf parent per beam
   // kernel. The parent is grown by the expansion with the most leaves.
+  const bool sparse = ChooseSearchApproximation(data, options).sparse;
   double seconds = 0.0, evaluations = 0.0;
   int64_t candidates = 0;
   KernelExpr parent = bases.front();
@@ -188,7 +242,9 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
       u = 2 * Leaves(parent) + 1;
     }
     // Candidates run on `threads` threads, each fit on one.
-    const FitCost cost = KernelFitCost(n, u, fits, candidate_starts, 1, laplace);
+    const FitCost cost =
+        sparse ? SparseKernelFitCost(n, u, fits, candidate_starts, laplace, options.score.approx)
+               : KernelFitCost(n, u, fits, candidate_starts, 1, laplace);
     seconds += cost.seconds * static_cast<double>(count) /
                static_cast<double>(std::min<int64_t>(threads, count));
     evaluations += cost.evaluations * static_cast<double>(count);
@@ -196,10 +252,16 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
   }
   // The best kernel is re-scored with every metric; with score_kept_kernels so is the kernel
   // kept after each earlier step (d base kernels after step d).
-  FitCost rescore = KernelFitCost(n, 2 * depth + 1, 2, candidate_starts, 1, true);
+  // (A sparse search also re-scores its best kernel exactly when that is cheap enough; not
+  // counted: it is done only below kExactRescoreMaxSeconds.)
+  auto rescore_cost = [&](int u) {
+    return sparse ? SparseKernelFitCost(n, u, 2, candidate_starts, true, options.score.approx)
+                  : KernelFitCost(n, u, 2, candidate_starts, 1, true);
+  };
+  FitCost rescore = rescore_cost(2 * depth + 1);
   const int kept_rescores = options.score_kept_kernels ? depth - 1 : 0;
   for (int step = 1; step <= kept_rescores; ++step) {
-    const FitCost kept = KernelFitCost(n, 2 * step + 1, 2, candidate_starts, 1, true);
+    const FitCost kept = rescore_cost(2 * step + 1);
     rescore.seconds += kept.seconds;
     rescore.evaluations += kept.evaluations;
   }
@@ -209,6 +271,10 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
   estimate.breakdown = absl::StrFormat(
       "n = %d: depth %d, ~%d candidates of %d fit(s) each on %d thread(s), then %d re-score%s",
       n, depth, candidates, fits, threads, 1 + kept_rescores, kept_rescores > 0 ? "s" : "");
+  if (sparse) {
+    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d",
+                          SparseInducing(n, options.score.approx));
+  }
   return estimate;
 }
 
@@ -220,14 +286,28 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
   // K's Cholesky (n³/3 of the evaluation's n³) and, per new point, a cross-covariance column (n
   // kernel entries) and triangular solves (2n² flops, bound by memory bandwidth).
   const double m = static_cast<double>(num_new_points);
-  estimate.seconds =
-      kCubicSeconds * nd * nd * nd / 3.0 +
-      m * (kSolveSecondsPerSquare * nd * nd + kSquareSeconds * FreeParameters(kernel) * nd);
-  estimate.breakdown = absl::StrFormat("n = %d, m = %d", n, num_new_points);
+  const bool sparse = ChooseApproximation(data, kernel, options.fit).sparse;
+  const int inducing = SparseInducing(n, options.fit.approx);
+  if (sparse) {
+    // The sparse posterior: one O(n m²) pass over the data, then O(m²) per new point.
+    const double md = static_cast<double>(inducing);
+    estimate.seconds = SparseEvaluationSeconds(n, inducing, 1) +
+                       m * (kSparseSecondsPerNm2 * md * md + kSquareSeconds * md);
+    estimate.breakdown = absl::StrFormat("n = %d, %d new points, sparse with m ≤ %d", n,
+                                         num_new_points, inducing);
+  } else {
+    estimate.seconds =
+        kCubicSeconds * nd * nd * nd / 3.0 +
+        m * (kSolveSecondsPerSquare * nd * nd + kSquareSeconds * FreeParameters(kernel) * nd);
+    estimate.breakdown = absl::StrFormat("n = %d, m = %d", n, num_new_points);
+  }
   if (options.hyperparameters.empty()) {
     const int starts = options.fit.fit.restarts + ExtraStarts(kernel);
-    const FitCost fit = KernelFitCost(n, FreeParameters(kernel), 1, starts,
-                                      std::max(1, options.fit.fit.threads), false);
+    const FitCost fit =
+        sparse ? SparseKernelFitCost(n, FreeParameters(kernel), 1, starts, false,
+                                     options.fit.approx)
+               : KernelFitCost(n, FreeParameters(kernel), 1, starts,
+                               std::max(1, options.fit.fit.threads), false);
     estimate.seconds += fit.seconds;
     estimate.likelihood_evaluations = fit.evaluations;
     absl::StrAppendFormat(&estimate.breakdown, ", after one fit of %d starts", starts);

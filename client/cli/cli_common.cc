@@ -12,10 +12,13 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gpsel/core/approx.h"
 #include "gpsel/core/status_macros.h"
 
 namespace gpsel::cli {
@@ -115,9 +118,14 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::str
   return buffer.str();
 }
 
-DatasetLimits CliDatasetLimits(bool remote) {
+DatasetLimits CliDatasetLimits(bool remote, const FitFlags* fit) {
   DatasetLimits limits;
   if (remote) limits.max_points = kMaxPointsCeiling;
+  // --approx sparse or auto: up to the sparse limit (the server, when there is one, decides).
+  if (fit != nullptr && ParseApproxMode(fit->approx).value_or(ApproxMode::kExact) !=
+                            ApproxMode::kExact) {
+    limits.max_points = static_cast<int>(kSparseMaxPoints);
+  }
   return limits;
 }
 
@@ -137,6 +145,12 @@ absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits&
     }
   }
   if (data.ok()) PrintCsvNotes(flags.data_path == "-" ? "stdin" : flags.data_path, report);
+  if (!data.ok() && absl::StrContains(data.status().message(), "exceed the limit") &&
+      limits.max_points < kSparseMaxPoints) {
+    return absl::Status(data.status().code(),
+                        absl::StrCat(data.status().message(), " of the exact GP; --approx sparse "
+                                     "(or auto) takes up to ", kSparseMaxPoints, " points"));
+  }
   return data;
 }
 
@@ -157,6 +171,15 @@ void AddFitFlags(CLI::App& sub, FitFlags& flags) {
                  "values are reported in x's own units")
       ->capture_default_str();
   sub.add_flag("--json", flags.json, "print JSON instead of a table");
+  sub.add_option("--approx", flags.approx,
+                 "exact (the default), sparse (VFE bound with a certified upper bound: every "
+                 "metric an interval, up to 10^6 points), or auto (exact when it is estimated "
+                 "to take at most 60 s, else sparse)")
+      ->capture_default_str();
+  sub.add_option("--inducing", flags.inducing,
+                 "m, the sparse model's inducing points (0: grown until the bounds' gap is "
+                 "small, at most 512)")
+      ->capture_default_str();
 }
 
 absl::StatusOr<KernelExpr> ParseSingleKernelFlag(const FitFlags& flags) {
@@ -204,6 +227,14 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromFlags(const FitFlags& flags) {
   absl::StatusOr<XScaling> scale_x = ParseScaleXFlag(flags);
   if (!scale_x.ok()) return scale_x.status();
   options.scale_x = *scale_x;
+  absl::StatusOr<ApproxMode> approx = ParseApproxMode(flags.approx, "--approx");
+  if (!approx.ok()) return approx.status();
+  options.approx.mode = *approx;
+  options.approx.inducing_points = flags.inducing;
+  if (absl::Status s = options.approx.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--inducing: ", absl::StripPrefix(s.message(), "inducing_points: ")));
+  }
   GPSEL_RETURN_IF_ERROR(options.Validate());
   return options;
 }

@@ -63,6 +63,8 @@ struct FitFlags {
   std::vector<std::string> fixed;   // NAME=VALUE
   std::string scale_x = "none";     // none | auto | FACTOR
   int threads = 0;                  // --threads, where the command has it; 0: one per core
+  std::string approx = "exact";     // --approx exact | sparse | auto (core/approx.h)
+  int inducing = 0;                 // --inducing M (0: chosen by the data)
 };
 void AddDataFlag(CLI::App& sub, FitFlags& flags);  // --data FILE, or '-' for stdin, + AddCsvFlags
 void AddCsvFlags(CLI::App& sub, FitFlags& flags);  // --x --y --delimiter --missing --x-unit
@@ -74,11 +76,12 @@ void PrintCsvNotes(const std::string& what, const CsvReadReport& report);
 absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits& limits = {});
 // The limits to load data with: core's defaults (the server's defaults too) in-process; up to
 // the ceiling with --server, whose own --max-points then decides.
-DatasetLimits CliDatasetLimits(bool remote);
+// With `fit` and --approx sparse or auto: up to kSparseMaxPoints (core/approx.h).
+DatasetLimits CliDatasetLimits(bool remote, const FitFlags* fit = nullptr);
 // The text of a file named by a flag, or of stdin for '-'; NOT_FOUND naming the flag.
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& flag);
 void AddFitFlags(CLI::App& sub,
-                 FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json
+                 FitFlags& flags);  // --restarts --seed --no-standardize --prior --fix --json --approx --inducing
 // Builds HyperparameterSettings from --prior/--fix; INVALID_ARGUMENT naming the bad entry.
 absl::StatusOr<HyperparameterSettings> ParseHyperparameterFlags(const FitFlags& flags);
 // The one --kernel of a command that takes exactly one; INVALID_ARGUMENT otherwise.

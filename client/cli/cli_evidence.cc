@@ -40,6 +40,12 @@ int RunEvidence(const EvidenceFlags& flags) {
   if (!kernel.ok()) return ReportError(kernel.status());
   absl::StatusOr<ScoreOptions> fit_options = ScoreOptionsFromFlags(flags.fit);
   if (!fit_options.ok()) return ReportError(fit_options.status());
+  if (fit_options->approx.mode != ApproxMode::kExact) {
+    return ReportError(absl::InvalidArgumentError(
+        "--approx: log evidence is computed on the exact GP only (nested and importance "
+        "sampling need the exact likelihood at every sample), up to 10000 points; for large n "
+        "use 'gpsel score --approx sparse', whose Laplace metrics carry certified intervals"));
+  }
 
   EvidenceOptions options;
   absl::StatusOr<EvidenceMethod> method = ParseEvidenceMethod(flags.method, "--method");

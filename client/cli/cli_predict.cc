@@ -83,6 +83,10 @@ void PrintTable(const PredictResult& out, const Eigen::MatrixXd& x_new) {
   const Prediction& p = out.prediction;
   std::cout << "kernel " << out.kernel << " (y "
             << (out.standardization.applied ? "standardised" : "as given") << ")\n";
+  if (out.method == "sparse") {
+    std::cout << "sparse posterior, m = " << out.num_inducing << " inducing points\n";
+  }
+  if (!out.approx_note.empty()) std::cout << out.approx_note << "\n";
   for (const auto& [name, value] : out.hyperparameters) {
     std::cout << absl::StrFormat("  %-24s %.6g\n", name, value);
   }
@@ -115,7 +119,7 @@ int RunPredict(const PredictFlags& flags) {
     return ReportError(absl::InvalidArgumentError("--format: expected table, csv or json"));
   }
   const bool remote = !flags.remote.server.empty();
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote, &flags.fit));
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
   if (!kernel.ok()) return ReportError(kernel.status());

@@ -173,9 +173,16 @@ absl::Status PredictChosen(Backend& backend, const Dataset& data, const KernelEx
   predict_options.hyperparameters = fit->values;
   predict_options.fit = score_options;
   predict_options.fit.standardize = in->chosen.standardized;
+  // A kernel scored on the sparse GP is drawn from the sparse posterior with the same m (the
+  // per-summand posterior is exact-only, so there are no components then).
+  const bool sparse = in->chosen.method == "sparse";
+  if (sparse) {
+    predict_options.fit.approx.mode = ApproxMode::kSparse;
+    predict_options.fit.approx.inducing_points = in->chosen.num_inducing;
+  }
   in->grid = report::FitGrid(data);
   if (in->grid.rows() > 0) {
-    predict_options.components = true;
+    predict_options.components = !sparse;
     GPSEL_ASSIGN_OR_RETURN(
         in->on_grid, backend.Predict(data, chosen_kernel, in->grid, predict_options, progress));
   }
@@ -289,7 +296,8 @@ int RunReport(const ReportFlags& flags, const std::string& command) {
   }
   FitFlags data_flags = flags.fit;
   data_flags.csv.x_unit = flags.x_unit == "days" ? "days" : "years";  // ISO dates in x, if any
-  absl::StatusOr<Dataset> data = LoadDataFlag(data_flags);
+  absl::StatusOr<Dataset> data =
+      LoadDataFlag(data_flags, CliDatasetLimits(/*remote=*/false, &data_flags));
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
   if (!parsed.ok()) return ReportError(parsed.status());

@@ -48,9 +48,13 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
   for (Metric m : metrics) absl::StrAppendFormat(&header, " %12s", MetricName(m));
   std::cout << header << "\n";
   for (const KernelScore& s : scores) {
-    std::string row = absl::StrFormat("%-*s %3d %9s %9s", kernel_width, s.kernel,
-                                      s.num_hyperparameters, StartsMark(s.mll_fit),
-                                      StartsMark(s.map_fit));
+    // A sparse score's fits have no start statistics: its m is shown instead.
+    const std::string sparse_mark = absl::StrCat("m=", s.num_inducing);
+    const bool sparse = s.method == "sparse";
+    std::string row = absl::StrFormat(
+        "%-*s %3d %9s %9s", kernel_width, s.kernel, s.num_hyperparameters,
+        sparse ? (s.mll_fit ? sparse_mark : "-") : StartsMark(s.mll_fit),
+        sparse ? (s.map_fit ? sparse_mark : "-") : StartsMark(s.map_fit));
     for (Metric m : metrics) {
       const std::string name(MetricName(m));
       auto it = s.metrics.find(name);
@@ -76,6 +80,20 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
                                  scores[0].x_scale, scores[0].x_scale_reason);
   }
   for (const KernelScore& s : scores) {
+    if (!s.approx_note.empty()) std::cout << s.kernel << ": " << s.approx_note << "\n";
+    if (s.method == "sparse") {
+      std::cout << absl::StrFormat(
+          "%s: sparse GP, m = %d inducing points; each value is the lower end of an interval "
+          "that holds the exact value at these hyperparameters:\n",
+          s.kernel, s.num_inducing);
+      for (Metric m : metrics) {
+        auto it = s.intervals.find(std::string(MetricName(m)));
+        if (it == s.intervals.end()) continue;
+        std::cout << absl::StrFormat("  %-12s [%.3f, %.3f]  (width %.3f)\n", it->first,
+                                     it->second.lower, it->second.upper,
+                                     it->second.upper - it->second.lower);
+      }
+    }
     for (const auto& [name, reason] : s.undefined_metrics) {
       std::cout << s.kernel << ": " << name << " undefined: " << reason << "\n";
     }
@@ -83,9 +101,9 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
       if (!fit->has_value()) continue;
       const FitResult& f = **fit;
       std::cout << absl::StrFormat(
-          "%s %s fit: log lik %.4f, log prior %.4f;",
+          "%s %s fit: %s %.4f, log prior %.4f;",
           s.kernel, f.objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP",
-          f.log_likelihood, f.log_prior);
+          s.method == "sparse" ? "ELBO" : "log lik", f.log_likelihood, f.log_prior);
       for (const auto& [name, value] : f.values) {
         std::cout << absl::StrFormat(" %s=%.4g", name, value);
       }
@@ -105,7 +123,7 @@ void PrintWarnings(const std::vector<KernelScore>& scores) {
 
 int RunScore(const ScoreFlags& flags) {
   const bool remote = !flags.remote.server.empty();
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote, &flags.fit));
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<std::vector<KernelExpr>> parsed = ParseKernelFlags(flags.fit);
   if (!parsed.ok()) return ReportError(parsed.status());

@@ -33,7 +33,7 @@ struct SearchCommandFlags {
 
 int RunSearch(const SearchCommandFlags& flags) {
   const bool remote = !flags.remote.server.empty();
-  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote));
+  absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote, &flags.fit));
   if (!data.ok()) return ReportError(data.status());
   absl::StatusOr<SearchOptions> search_options = SearchOptionsFromFlags(flags.search, flags.fit);
   if (!search_options.ok()) return ReportError(search_options.status());

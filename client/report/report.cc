@@ -863,7 +863,21 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
       " support?</h1>\n<p>Chosen kernel: <code id=\"chosen-kernel\">", HtmlEscape(in.chosen.kernel),
       "</code>, by <b>", HtmlEscape(in.metric), "</b> (log-evidence scale, higher is better), on ",
       in.data.num_points(), " points; y ", in.chosen.standardized ? "standardised" : "as given",
-      " for fitting.</p>\n", "<p class=\"description\" id=\"description\">The data look like ",
+      " for fitting.</p>\n",
+      in.chosen.method == "sparse"
+          ? absl::StrCat("<p id=\"method\">Method: sparse GP with m = ", in.chosen.num_inducing,
+                         " inducing points; each score is the lower end of an interval that "
+                         "holds the exact value (the table's values are those lower ends)",
+                         in.chosen.approx_note.empty()
+                             ? std::string()
+                             : absl::StrCat("; ", HtmlEscape(in.chosen.approx_note)),
+                         ".</p>\n")
+          : absl::StrCat("<p id=\"method\">Method: exact GP",
+                         in.chosen.approx_note.empty()
+                             ? std::string()
+                             : absl::StrCat(" (", HtmlEscape(in.chosen.approx_note), ")"),
+                         ".</p>\n"),
+      "<p class=\"description\" id=\"description\">The data look like ",
       HtmlEscape(result.description.text), ".</p>\n<ul class=\"components\">", components_list,
       "</ul>\n<h2>Kernels compared</h2>\n", MetricsTable(in), "\n", body,
       omitted_list.empty() ? "" : "<h2>Not shown</h2>\n<ul>", omitted_list,

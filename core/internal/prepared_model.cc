@@ -1,5 +1,6 @@
 // PrepareModel; see prepared_model.h.
 #include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/approx.h"
 #include "gpsel/core/status_macros.h"
 
 #include <utility>
@@ -9,7 +10,11 @@ namespace gpsel {
 absl::StatusOr<PreparedModel> PrepareModel(const Dataset& data, const KernelExpr& kernel,
                                            bool standardize, const XScaling& scale_x,
                                            const HyperparameterSettings& settings) {
-  GPSEL_RETURN_IF_ERROR(ValidateDataset(data));
+  // Up to the sparse limit: the exact paths refuse larger n themselves (ScoreKernel), and the
+  // CLI and the server apply their own, smaller limits to exact requests.
+  DatasetLimits limits;
+  limits.max_points = static_cast<int>(kSparseMaxPoints);
+  GPSEL_RETURN_IF_ERROR(ValidateDataset(data, limits));
   absl::StatusOr<Standardization> standardization = ComputeStandardization(data.y, standardize);
   if (!standardization.ok()) return standardization.status();
   absl::StatusOr<ScaledInputs> inputs = ScaleInputs(data, scale_x, settings);

@@ -168,6 +168,24 @@ FitSettings ParseFitSettings(const v1::FitOptions& proto, std::string_view field
   }
   settings.data_informed_starts =
       proto.has_data_informed_starts() ? proto.data_informed_starts() : true;
+  switch (proto.approx()) {
+    case v1::APPROXIMATION_UNSPECIFIED:
+    case v1::APPROXIMATION_EXACT: settings.approx.mode = ApproxMode::kExact; break;
+    case v1::APPROXIMATION_SPARSE: settings.approx.mode = ApproxMode::kSparse; break;
+    case v1::APPROXIMATION_AUTO: settings.approx.mode = ApproxMode::kAuto; break;
+    default:
+      if (violations != nullptr) {
+        violations->emplace_back(absl::StrCat(std::string(field), ".approx"),
+                                 absl::StrCat("unknown value ", static_cast<int>(proto.approx()),
+                                              " (exact, sparse or auto)"));
+      }
+  }
+  settings.approx.inducing_points = proto.inducing_points();
+  if (absl::Status s = settings.approx.Validate(); !s.ok() && violations != nullptr) {
+    violations->emplace_back(
+        absl::StrCat(std::string(field), ".inducing_points"),
+        std::string(absl::StripPrefix(s.message(), "inducing_points: ")));
+  }
   return settings;
 }
 
@@ -208,7 +226,7 @@ absl::StatusOr<FitSettings> FitSettingsFromProto(const v1::FitOptions& proto,
 
 FitSettings FitSettingsOf(const ScoreOptions& options) {
   return FitSettings{options.fit, options.standardize, options.hyperparameters, options.scale_x,
-                     options.data_informed_starts};
+                     options.data_informed_starts, options.approx};
 }
 
 void ApplyFitSettings(const FitSettings& settings, ScoreOptions* options) {
@@ -217,6 +235,7 @@ void ApplyFitSettings(const FitSettings& settings, ScoreOptions* options) {
   options->hyperparameters = settings.hyperparameters;
   options->scale_x = settings.scale_x;
   options->data_informed_starts = settings.data_informed_starts;
+  options->approx = settings.approx;
 }
 
 void ToProto(const FitSettings& settings, v1::FitOptions* proto) {
@@ -237,6 +256,12 @@ void ToProto(const FitSettings& settings, v1::FitOptions* proto) {
     proto->set_scale_x(XScalingText(settings.scale_x));
   }
   proto->set_data_informed_starts(settings.data_informed_starts);
+  switch (settings.approx.mode) {
+    case ApproxMode::kExact: break;  // unset: exact
+    case ApproxMode::kSparse: proto->set_approx(v1::APPROXIMATION_SPARSE); break;
+    case ApproxMode::kAuto: proto->set_approx(v1::APPROXIMATION_AUTO); break;
+  }
+  proto->set_inducing_points(settings.approx.inducing_points);
 }
 
 absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& request) {
@@ -419,6 +444,14 @@ void ToProto(const KernelScore& score, v1::KernelScore* proto) {
   proto->set_x_scale(score.x_scale);
   proto->set_x_scale_reason(score.x_scale_reason);
   for (const std::string& warning : score.warnings) proto->add_warnings(warning);
+  proto->set_method(score.method);
+  proto->set_inducing_points(score.num_inducing);
+  for (const auto& [name, interval] : score.intervals) {
+    v1::MetricInterval& out = (*proto->mutable_intervals())[name];
+    out.set_lower(interval.lower);
+    out.set_upper(interval.upper);
+  }
+  proto->set_approx_note(score.approx_note);
 }
 
 KernelScore FromProto(const v1::KernelScore& proto) {
@@ -463,6 +496,12 @@ KernelScore FromProto(const v1::KernelScore& proto) {
   score.x_scale = proto.x_scale() > 0 ? proto.x_scale() : 1.0;
   score.x_scale_reason = proto.x_scale_reason();
   score.warnings.assign(proto.warnings().begin(), proto.warnings().end());
+  score.method = proto.method().empty() ? "exact" : proto.method();
+  score.num_inducing = proto.inducing_points();
+  for (const auto& [name, interval] : proto.intervals()) {
+    score.intervals[name] = ScoreInterval{interval.lower(), interval.upper()};
+  }
+  score.approx_note = proto.approx_note();
   return score;
 }
 
@@ -482,6 +521,9 @@ void ToProto(const PredictResult& result, v1::PredictResponse* proto) {
     ToRepeated(c.mean, out->mutable_mean());
     ToRepeated(c.variance, out->mutable_variance());
   }
+  proto->set_method(result.method);
+  proto->set_inducing_points(result.num_inducing);
+  proto->set_approx_note(result.approx_note);
 }
 
 PredictResult FromProto(const v1::PredictResponse& proto) {
@@ -497,6 +539,9 @@ PredictResult FromProto(const v1::PredictResponse& proto) {
     result.prediction.components.push_back(
         PredictionComponent{c.kernel(), ToVector(c.mean()), ToVector(c.variance())});
   }
+  result.method = proto.method().empty() ? "exact" : proto.method();
+  result.num_inducing = proto.inducing_points();
+  result.approx_note = proto.approx_note();
   return result;
 }
 
@@ -892,6 +937,8 @@ void ToProto(const SearchResult& result, v1::SearchResult* proto) {
     s->set_best_score(step.best_score);
     s->set_seconds(step.seconds);
     if (step.kept_score.has_value()) ToProto(*step.kept_score, s->mutable_kept_score());
+    for (const std::string& p : step.pruned) s->add_pruned(p);
+    s->set_undecided(step.undecided);
   }
   proto->set_stop_reason(result.stop_reason);
   proto->set_candidates_scored(result.candidates_scored);
@@ -901,6 +948,9 @@ void ToProto(const SearchResult& result, v1::SearchResult* proto) {
   proto->set_beam_width(result.beam_width);
   proto->set_threads(result.threads);
   proto->set_seconds(result.seconds);
+  proto->set_approx_note(result.approx_note);
+  for (const std::string& k : result.exact_rescored) proto->add_exact_rescored(k);
+  proto->set_exact_rescore_note(result.exact_rescore_note);
 }
 
 absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
@@ -938,6 +988,8 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
     step.best_score = s.best_score();
     step.seconds = s.seconds();
     if (s.has_kept_score()) step.kept_score = FromProto(s.kept_score());
+    step.pruned.assign(s.pruned().begin(), s.pruned().end());
+    step.undecided = s.undecided();
     result.steps.push_back(std::move(step));
   }
   result.stop_reason = proto.stop_reason();
@@ -948,6 +1000,9 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
   result.beam_width = proto.beam_width();
   result.threads = proto.threads();
   result.seconds = proto.seconds();
+  result.approx_note = proto.approx_note();
+  result.exact_rescored.assign(proto.exact_rescored().begin(), proto.exact_rescored().end());
+  result.exact_rescore_note = proto.exact_rescore_note();
   return result;
 }
 

@@ -58,6 +58,7 @@ struct FitSettings {
   HyperparameterSettings hyperparameters;
   XScaling scale_x;
   bool data_informed_starts = true;
+  ApproxOptions approx;  // fit.approx and fit.inducing_points
 };
 // Decodes fit options already validated (a stored job's request): an unreadable scale_x is taken
 // as "none". FitSettingsFromProto parses them as a request, INVALID_ARGUMENT naming

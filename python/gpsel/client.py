@@ -84,6 +84,22 @@ class Client:
         _data.fill_dataset(message, xm, yv)
         return xm
 
+    _APPROX = {"exact": types_pb2.APPROXIMATION_EXACT, "sparse": types_pb2.APPROXIMATION_SPARSE,
+               "auto": types_pb2.APPROXIMATION_AUTO}
+
+    @classmethod
+    def _approx(cls, message, approx, inducing_points):
+        """approx: "exact", "sparse" or "auto"; inducing_points: m (0/None: chosen by the
+        data). Bad values raise ValueError naming the argument (the server checks again)."""
+        if approx is not None:
+            if approx not in cls._APPROX:
+                raise ValueError(f"approx: expected one of {sorted(cls._APPROX)}, got {approx!r}")
+            message.approx = cls._APPROX[approx]
+        if inducing_points is not None:
+            if int(inducing_points) < 0:
+                raise ValueError("inducing_points: must be >= 0 (0 = chosen by the data)")
+            message.inducing_points = int(inducing_points)
+
     @staticmethod
     def _fit(message, n_restarts_optimizer, random_state, normalize_y, scale_x, fixed, priors):
         if n_restarts_optimizer is not None:
@@ -129,7 +145,8 @@ class Client:
               random_state: Optional[int] = None, normalize_y: bool = True,
               scale_x: Optional[str] = None, fixed: Optional[Dict[str, float]] = None,
               priors: Optional[Dict[str, tuple]] = None, missing: str = "error",
-              x_unit: str = "years") -> ScoreResult:
+              x_unit: str = "years", approx: Optional[str] = None,
+              inducing_points: Optional[int] = None) -> ScoreResult:
         """Scores each kernel on (x, y) with the paper's metrics (all eight unless `metrics`).
 
         x, y: arrays (x 1-D or n×d; datetime columns become decimal years, or days with
@@ -138,11 +155,13 @@ class Client:
         n_restarts_optimizer: random restarts from the prior (server default 5); random_state:
         the seed; normalize_y: standardise y (default, as the paper's priors expect); scale_x:
         "none", "auto" or a factor; fixed: {"PER.period": 1.0}; priors: {"SE.lengthscale":
-        (mean, sd)}.
+        (mean, sd)}. approx: "exact" (default), "sparse" (every metric an interval, up to 10^6
+        points) or "auto" (exact when estimated at most 60 s); inducing_points: m.
         """
         request = self._score_request(x, y, data, kernels, metrics, n_restarts_optimizer,
                                       random_state, normalize_y, scale_x, fixed, priors, missing,
                                       x_unit)
+        self._approx(request.fit, approx, inducing_points)
         response = self._call(self._stub.Score, request)
         return ScoreResult([KernelScore.from_proto(s) for s in response.scores])
 
@@ -152,12 +171,15 @@ class Client:
                       n_restarts_optimizer: Optional[int] = None,
                       random_state: Optional[int] = None, normalize_y: bool = True,
                       scale_x: Optional[str] = None, missing: str = "error",
-                      x_unit: str = "years") -> Iterator[Union[Progress, SearchResult]]:
+                      x_unit: str = "years", approx: Optional[str] = None,
+                      inducing_points: Optional[int] = None
+                      ) -> Iterator[Union[Progress, SearchResult]]:
         """Compositional kernel search as it runs: yields Progress events, then one
         SearchResult (last)."""
         request = self._search_request(x, y, data, base_kernels, metric, max_depth, beam_width,
                                        n_restarts_optimizer, random_state, normalize_y, scale_x,
                                        missing, x_unit)
+        self._approx(request.fit, approx, inducing_points)
         for event in self._stream(self._stub.Search, request):
             if event.HasField("progress"):
                 yield Progress.from_proto(event.progress)
@@ -183,7 +205,8 @@ class Client:
                 hyperparameters: Optional[Dict[str, float]] = None, objective: str = "map",
                 n_restarts_optimizer: Optional[int] = None, random_state: Optional[int] = None,
                 normalize_y: bool = True, scale_x: Optional[str] = None, missing: str = "error",
-                x_unit: str = "years") -> Prediction:
+                x_unit: str = "years", approx: Optional[str] = None,
+                inducing_points: Optional[int] = None) -> Prediction:
         """Posterior mean and variance of `kernel`'s GP at X_new (array or DataFrame, dates as
         in x), fitting the hyperparameters (objective "map" or "mll") unless all are given."""
         if X_new is None:
@@ -201,6 +224,7 @@ class Client:
                              else types_pb2.FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI)
         self._fit(request.fit, n_restarts_optimizer, random_state, normalize_y, scale_x, None,
                   None)
+        self._approx(request.fit, approx, inducing_points)
         return Prediction.from_proto(self._call(self._stub.Predict, request), x_new)
 
     # -- jobs -------------------------------------------------------------------------------
@@ -235,23 +259,26 @@ class Client:
     def submit_score(self, x=None, y=None, *, request_id: Optional[str] = None, data=None,
                      kernels="SE", metrics=None, n_restarts_optimizer=None, random_state=None,
                      normalize_y=True, scale_x=None, fixed=None, priors=None, missing="error",
-                     x_unit="years") -> Job:
+                     x_unit="years", approx=None, inducing_points=None) -> Job:
         """score() as a job on the server's queue (any replica may fit each kernel)."""
         request = pb.SubmitScoreRequest(request_id=request_id or uuid.uuid4().hex)
         request.score.CopyFrom(self._score_request(
             x, y, data, kernels, metrics, n_restarts_optimizer, random_state, normalize_y,
             scale_x, fixed, priors, missing, x_unit))
+        self._approx(request.score.fit, approx, inducing_points)
         return Job.from_proto(self._call(self._stub.SubmitScore, request).job)
 
     def submit_search(self, x=None, y=None, *, request_id: Optional[str] = None, data=None,
                       base_kernels=None, metric="lap0", max_depth=3, beam_width=1,
                       n_restarts_optimizer=None, random_state=None, normalize_y=True,
-                      scale_x=None, missing="error", x_unit="years") -> Job:
+                      scale_x=None, missing="error", x_unit="years", approx=None,
+                      inducing_points=None) -> Job:
         """search() as a job on the server's queue."""
         request = pb.SubmitSearchRequest(request_id=request_id or uuid.uuid4().hex)
         request.search.CopyFrom(self._search_request(
             x, y, data, base_kernels, metric, max_depth, beam_width, n_restarts_optimizer,
             random_state, normalize_y, scale_x, missing, x_unit))
+        self._approx(request.search.fit, approx, inducing_points)
         return Job.from_proto(self._call(self._stub.SubmitSearch, request).job)
 
     def get_job(self, name: str) -> Job:

@@ -59,6 +59,29 @@ class KernelScore:
                    Fit.from_proto(m.map_fit) if m.HasField("map_fit") else None,
                    dict(m.undefined_metrics), list(m.warnings), m.x_scale, m.seconds, m)
 
+    # The approximation (approx="sparse"/"auto"): read from the message.
+    @property
+    def method(self) -> str:
+        """"exact", or "sparse": each metric is then the lower end of intervals[metric]."""
+        return (self.proto.method or "exact") if self.proto is not None else "exact"
+
+    @property
+    def inducing_points(self) -> int:
+        """m of the sparse model (0 for exact)."""
+        return self.proto.inducing_points if self.proto is not None else 0
+
+    @property
+    def intervals(self) -> Dict[str, tuple]:
+        """Sparse only: {metric: (lower, upper)}, bracketing the exact value at the fit."""
+        if self.proto is None:
+            return {}
+        return {k: (v.lower, v.upper) for k, v in self.proto.intervals.items()}
+
+    @property
+    def approx_note(self) -> str:
+        """What approx="auto" chose and why."""
+        return self.proto.approx_note if self.proto is not None else ""
+
 
 @dataclass
 class ScoreResult:
@@ -154,6 +177,15 @@ class Prediction:
         return cls(x, np.array(m.mean), np.array(m.variance), np.array(m.noise_variance),
                    m.kernel, dict(m.hyperparameters),
                    Fit.from_proto(m.fit) if m.HasField("fit") else None, m)
+
+    @property
+    def method(self) -> str:
+        """"exact", or "sparse" (the sparse posterior with inducing_points inducing inputs)."""
+        return (self.proto.method or "exact") if self.proto is not None else "exact"
+
+    @property
+    def inducing_points(self) -> int:
+        return self.proto.inducing_points if self.proto is not None else 0
 
     @property
     def std(self):

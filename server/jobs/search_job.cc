@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/search.h"
 #include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/convert.h"
@@ -78,7 +79,14 @@ absl::StatusOr<std::string> RunSearchCandidateTask(std::string_view request_byte
   absl::StatusOr<Metric> metric = ParseMetric(valid->options.metric);
   if (!metric.ok()) return metric.status();
   // The search's own default scorer, as RunKernelSearch makes it (core/search.cc).
-  const CandidateScorer scorer = MakeMetricScorer(*metric, valid->options.score);
+  // With approx = auto, every candidate of one search is exact or every one sparse: the same
+  // decision RunKernelSearch makes once (core/approx_score.h), made again here from the same
+  // request.
+  ScoreOptions score_options = valid->options.score;
+  score_options.approx.mode = ChooseSearchApproximation(valid->data, valid->options).sparse
+                                  ? ApproxMode::kSparse
+                                  : ApproxMode::kExact;
+  const CandidateScorer scorer = MakeMetricScorer(*metric, score_options);
   absl::Status stopped;  // what `progress` said when it asked the fits to stop
   CandidateRequest candidate_request;
   candidate_request.seed = candidate->seed;

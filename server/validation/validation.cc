@@ -51,8 +51,13 @@ ParseLimits ParseLimitsOf(const ServiceLimits& limits) {
 }
 
 // Shape, size limits and finiteness of a dataset; the dataset when all is well.
+// Whether a request's fit options may run the sparse GP (approx sparse or auto).
+bool SparsePossible(const v1::FitOptions& fit) {
+  return fit.approx() == v1::APPROXIMATION_SPARSE || fit.approx() == v1::APPROXIMATION_AUTO;
+}
+
 std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimits& limits,
-                                    Violations& v) {
+                                    Violations& v, bool sparse_possible = false) {
   const size_t before = 0;
   (void)before;
   bool ok = true;
@@ -69,9 +74,15 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
     v.Add("dataset.y", "has 1 point: a dataset needs at least 2");
     ok = false;
   }
-  if (n > limits.max_points) {
+  const int max_points =
+      sparse_possible ? std::max(limits.max_points, limits.max_sparse_points) : limits.max_points;
+  if (n > max_points) {
     v.Add("dataset.y",
-          absl::StrCat("has ", n, " points, more than the limit of ", limits.max_points));
+          absl::StrCat("has ", n, " points, more than the limit of ", max_points,
+                       sparse_possible || limits.max_sparse_points <= max_points
+                           ? ""
+                           : absl::StrCat(" (fit.approx = sparse or auto takes up to ",
+                                          limits.max_sparse_points, ")")));
     ok = false;
   }
   if (d > limits.max_dims) {
@@ -335,7 +346,8 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
   }
   Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v,
+                                              SparsePossible(request.fit()));
   const int d = data ? data->num_dims() : 0;
   if (request.kernels_size() == 0) {
     v.Add("kernels", "is empty: give at least one kernel expression");
@@ -396,7 +408,8 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
   }
   Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v,
+                                              SparsePossible(request.fit()));
   const int d = data ? data->num_dims() : 0;
   // Base kernels, metric(s) and fit options, each parsed once (proto/bridge/convert.h); here only the
   // server's limits and the columns the base kernels read.
@@ -447,7 +460,8 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
     GPSEL_RETURN_IF_ERROR(sizes.ToStatus());
   }
   Violations v;
-  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v);
+  std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v,
+                                              SparsePossible(request.fit()));
   const int d = data ? data->num_dims() : 0;
   std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
   const v1::Matrix& x_new = request.x_new();
@@ -599,6 +613,13 @@ absl::StatusOr<ValidEvidence> ValidateEvidenceRequest(const v1::SubmitEvidenceRe
   }
   if (request.request_id().size() > 256) v.Add("request_id", "is longer than 256 characters");
   v.AddAll(bridge::FitSettingsFromProto(o.fit(), "options.fit").status());
+  if (SparsePossible(o.fit())) {
+    v.Add("options.fit.approx",
+          absl::StrCat("log evidence is computed on the exact GP only (nested and importance "
+                       "sampling need the exact likelihood at every sample), up to ",
+                       limits.max_points, " points; use approx = exact, or Score with approx = "
+                       "sparse for the Laplace approximations with certified intervals"));
+  }
   CheckFitOptions(o.fit(), "options.fit", limits, /*check_fitting=*/false, v);
   if (kernel) CheckParameterNames(o.fit(), "options.fit", {{"kernel", *kernel}}, v);
   if (data)

@@ -16,6 +16,7 @@
 #include <Eigen/Dense>
 
 #include "absl/status/statusor.h"
+#include "gpsel/core/approx.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/evidence.h"
 #include "gpsel/core/kernel_expr.h"
@@ -31,6 +32,9 @@ namespace gpsel {
 // Configurable limits of one server (gpsel-server flags).
 struct ServiceLimits {
   int max_points = kDefaultMaxPoints;  // n (core/dataset.h: the CLI's limit too)
+  // n of a request whose fit.approx is sparse or auto (core/approx.h); its memory (about 3·n·m
+  // doubles) is still checked against the per-request budget.
+  int max_sparse_points = static_cast<int>(kSparseMaxPoints);
   int max_dims = 64;                  // d
   int max_expression_length = 1000;   // characters of a kernel expression
   int max_expression_depth = 16;      // nesting depth of the canonical expression tree

@@ -125,5 +125,26 @@ class ResultsTest(unittest.TestCase):
         self.assertEqual(list(p.to_pandas().columns), ["x", "mean", "sd", "sd_with_noise"])
 
 
+    def test_sparse_score_fields_and_the_approx_arguments(self):
+        m = types_pb2.KernelScore(kernel="SE", method="sparse", inducing_points=64,
+                                  approx_note="auto: sparse (exact estimated 2:00 > 60 s)")
+        m.metrics["bic"] = -10.5
+        m.intervals["bic"].lower, m.intervals["bic"].upper = -10.5, -9.25
+        score = gpsel.KernelScore.from_proto(m)
+        self.assertEqual(score.method, "sparse")
+        self.assertEqual(score.inducing_points, 64)
+        self.assertEqual(score.intervals, {"bic": (-10.5, -9.25)})
+        self.assertIn("auto: sparse", score.approx_note)
+        self.assertEqual(gpsel.KernelScore.from_proto(types_pb2.KernelScore()).method, "exact")
+        fit = types_pb2.FitOptions()
+        gpsel.Client._approx(fit, "auto", 128)
+        self.assertEqual(fit.approx, types_pb2.APPROXIMATION_AUTO)
+        self.assertEqual(fit.inducing_points, 128)
+        with self.assertRaisesRegex(ValueError, "approx"):
+            gpsel.Client._approx(fit, "fitc", None)
+        with self.assertRaisesRegex(ValueError, "inducing_points"):
+            gpsel.Client._approx(fit, None, -1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -204,10 +204,69 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"constant_y", "x,y\n1,2\n2,2\n3,2\n", "--kernel SE", "constant targets"},
         BadInputCase{"too_many_points", LinePoints(10001), "--kernel SE",
                      "10001 points exceed the limit of 10000"},
+        BadInputCase{"too_many_points_names_the_switch", LinePoints(10001), "--kernel SE",
+                     "--approx sparse (or auto) takes up to 1000000 points"},
+        BadInputCase{"bad_approx", "", "--kernel SE --approx fitc",
+                     "--approx: 'fitc' is not 'auto', 'exact' or 'sparse'"},
+        BadInputCase{"bad_inducing", "", "--kernel SE --approx sparse --inducing -2",
+                     "--inducing: -2 is outside"},
         BadInputCase{"job_in_process", "", "--kernel SE --job", "--job: needs --server"},
         BadInputCase{"detach_in_process", "", "--kernel SE --detach",
                      "--detach: needs --server"}),
     [](const testing::TestParamInfo<BadInputCase>& info) { return info.param.name; });
+
+// The sparse switch (issue 28): --approx sparse scores with method, m and intervals; auto picks
+// exact at a small n and sparse above the exact limit, and says so; evidence refuses sparse.
+TEST(CliTest, ApproxSparseAndAuto) {
+  CliRun sparse = RunGpsel("score --data " + kExample +
+                           " --kernel SE --metrics mll,bic,lap0 --restarts 1 --approx sparse "
+                           "--inducing 10 --json");
+  ASSERT_EQ(sparse.exit_code, 0) << sparse.err;
+  nlohmann::json j = nlohmann::json::parse(sparse.out);
+  const auto& s = j["scores"][0];
+  EXPECT_EQ(s["method"], "sparse");
+  EXPECT_EQ(s["inducing_points"], 10);
+  for (const char* name : {"mll", "bic", "lap0"}) {
+    ASSERT_TRUE(s["intervals"].contains(name)) << name;
+    EXPECT_DOUBLE_EQ(s["intervals"][name]["lower"].get<double>(),
+                     s["metrics"][name].get<double>());
+    EXPECT_LE(s["intervals"][name]["lower"].get<double>(),
+              s["intervals"][name]["upper"].get<double>());
+  }
+  CliRun table = RunGpsel("score --data " + kExample +
+                          " --kernel SE --metrics bic --restarts 1 --approx sparse --inducing 10");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, testing::HasSubstr("sparse GP, m = 10 inducing points"));
+  EXPECT_THAT(table.out, testing::HasSubstr("ELBO"));
+
+  CliRun small = RunGpsel("score --data " + kExample + " --kernel SE --approx auto --json");
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  nlohmann::json k = nlohmann::json::parse(small.out);
+  EXPECT_EQ(k["scores"][0]["method"], "exact");
+  EXPECT_THAT(k["scores"][0]["approx_note"].get<std::string>(),
+              testing::HasSubstr("auto: exact"));
+
+  // 12,000 points: above the exact limit, so auto is sparse (m fixed small to stay fast).
+  std::string csv = "x,y\n";
+  for (int i = 0; i < 12000; ++i) {
+    const double x = i / 1000.0;
+    csv += std::to_string(x) + "," + std::to_string(std::sin(x) + 0.1 * std::sin(37.0 * i)) +
+           "\n";
+  }
+  const std::string big = WriteTemp("approx_big.csv", csv);
+  CliRun large = RunGpsel("score --data " + big +
+                          " --kernel SE --metrics mll --restarts 1 --approx auto --inducing 12 "
+                          "--json");
+  ASSERT_EQ(large.exit_code, 0) << large.err;
+  nlohmann::json l = nlohmann::json::parse(large.out);
+  EXPECT_EQ(l["scores"][0]["method"], "sparse");
+  EXPECT_THAT(l["scores"][0]["approx_note"].get<std::string>(),
+              testing::HasSubstr("above the exact limit"));
+
+  CliRun evidence = RunGpsel("evidence --data " + kExample + " --kernel SE --approx sparse");
+  EXPECT_EQ(evidence.exit_code, 2);
+  EXPECT_THAT(evidence.err, testing::HasSubstr("--approx: log evidence is computed on the exact"));
+}
 
 // Before long work the CLI says how long and how much memory it expects (core/time_estimate.h,
 // core/memory_estimate.h), on stderr only: the weekly CO₂ series (n = 2,225) with C*SE takes

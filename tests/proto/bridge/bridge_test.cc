@@ -629,5 +629,51 @@ TEST(InvalidFieldsTest, ViolationsAreCappedCutAtCharacterBoundariesAndCounted) {
   EXPECT_EQ(few.message(), "dataset.y: is empty; kernels: x");
 }
 
+// The approximation switch and the sparse results (issue 28) survive the conversions, and bad
+// values are refused naming the field.
+TEST(BridgeTest, ApproximationAndSparseScoreRoundTrip) {
+  ScoreOptions options;
+  options.approx.mode = ApproxMode::kAuto;
+  options.approx.inducing_points = 128;
+  v1::FitOptions fit;
+  bridge::ToProto(bridge::FitSettingsOf(options), &fit);
+  EXPECT_EQ(fit.approx(), v1::APPROXIMATION_AUTO);
+  EXPECT_EQ(fit.inducing_points(), 128);
+  absl::StatusOr<bridge::FitSettings> back = bridge::FitSettingsFromProto(fit, "fit");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->approx.mode, ApproxMode::kAuto);
+  EXPECT_EQ(back->approx.inducing_points, 128);
+  // Unset is exact (old clients).
+  EXPECT_EQ(bridge::FromProto(v1::FitOptions()).approx.mode, ApproxMode::kExact);
+
+  fit.set_approx(static_cast<v1::Approximation>(7));
+  EXPECT_THAT(bridge::FitSettingsFromProto(fit, "fit").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fit.approx")));
+  fit.set_approx(v1::APPROXIMATION_SPARSE);
+  fit.set_inducing_points(-4);
+  EXPECT_THAT(bridge::FitSettingsFromProto(fit, "fit").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fit.inducing_points")));
+
+  KernelScore score;
+  score.kernel = "SE";
+  score.method = "sparse";
+  score.num_inducing = 64;
+  score.metrics["bic"] = -10.5;
+  score.intervals["bic"] = ScoreInterval{-10.5, -9.25};
+  score.approx_note = "auto: sparse (exact estimated 2:00 > 60 s)";
+  v1::KernelScore proto;
+  bridge::ToProto(score, &proto);
+  EXPECT_EQ(proto.method(), "sparse");
+  EXPECT_EQ(proto.intervals().at("bic").upper(), -9.25);
+  const KernelScore read = bridge::FromProto(proto);
+  EXPECT_EQ(read.method, "sparse");
+  EXPECT_EQ(read.num_inducing, 64);
+  EXPECT_EQ(read.intervals.at("bic").lower, -10.5);
+  EXPECT_EQ(read.intervals.at("bic").upper, -9.25);
+  EXPECT_EQ(read.approx_note, score.approx_note);
+  // An exact score from an old server (no method) reads as exact.
+  EXPECT_EQ(bridge::FromProto(v1::KernelScore()).method, "exact");
+}
+
 }  // namespace
 }  // namespace gpsel

@@ -150,6 +150,77 @@ TEST_F(ServiceTest, PredictWithGivenAndFittedHyperparameters) {
   EXPECT_EQ(fitted->kernel(), "SE");
 }
 
+// A wave of n points (sin x + 0.3 sin 3x on [0, 10], noise sd 0.1).
+Dataset Wave(int n) {
+  Dataset data;
+  data.x.resize(n, 1);
+  data.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const double x = 10.0 * i / (n - 1);
+    data.x(i, 0) = x;
+    data.y(i) = std::sin(x) + 0.3 * std::sin(3 * x) + 0.1 * std::sin(37.0 * i);
+  }
+  return data;
+}
+
+// The sparse path through the RPCs (issue 28): 800 points, above this server's exact limit of
+// 600, are refused exactly (the message names the sparse switch) and scored, searched and
+// predicted sparsely, with method, m and the intervals carried to the client as in-process.
+TEST_F(ServiceTest, SparseScoreSearchPredictRoundTrip) {
+  const Dataset data = Wave(800);
+  std::unique_ptr<Client> client = Connect(server_->port(), Scaled(absl::Seconds(120)));
+  ScoreOptions options;
+  options.fit.restarts = 1;
+  options.metrics = {Metric::kMll, Metric::kBic, Metric::kLap0};
+  EXPECT_THAT(client->Score(data, {*ParseKernel("SE")}, options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fit.approx = sparse")));
+  options.approx.mode = ApproxMode::kSparse;
+  options.approx.inducing_points = 20;
+  absl::StatusOr<std::vector<KernelScore>> remote =
+      client->Score(data, {*ParseKernel("SE")}, options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  absl::StatusOr<KernelScore> local = ScoreKernel(data, *ParseKernel("SE"), options);
+  ASSERT_TRUE(local.ok()) << local.status();
+  const KernelScore& r = remote->front();
+  EXPECT_EQ(r.method, "sparse");
+  EXPECT_EQ(r.num_inducing, 20);
+  EXPECT_EQ(r.metrics, local->metrics);  // same seed, same doubles
+  ASSERT_EQ(r.intervals.size(), 3u);
+  for (const auto& [name, interval] : local->intervals) {
+    EXPECT_EQ(r.intervals.at(name).lower, interval.lower) << name;
+    EXPECT_EQ(r.intervals.at(name).upper, interval.upper) << name;
+    EXPECT_LE(interval.lower, interval.upper) << name;
+  }
+  EXPECT_EQ(r.approx_note, local->approx_note);
+
+  SearchOptions search;
+  search.base_kernels = {*ParseKernel("SE"), *ParseKernel("LIN")};
+  search.max_depth = 1;
+  search.beam_width = 2;
+  search.metric = "bic";
+  search.score = options;
+  search.score.metrics.clear();
+  absl::StatusOr<SearchResult> searched = client->Search(data, search, nullptr);
+  ASSERT_TRUE(searched.ok()) << searched.status();
+  EXPECT_EQ(ToString(searched->best_kernel), "SE");
+  ASSERT_EQ(searched->steps.size(), 1u);
+  ASSERT_EQ(searched->steps[0].pruned.size(), 1u);
+  EXPECT_THAT(searched->steps[0].pruned[0], HasSubstr("LIN: upper bound"));
+  EXPECT_THAT(searched->approx_note, HasSubstr("sparse"));
+  EXPECT_FALSE(searched->exact_rescore_note.empty());
+
+  PredictOptions predict;
+  predict.fit = options;
+  Eigen::MatrixXd x_new(2, 1);
+  x_new << 2.5, 7.5;
+  absl::StatusOr<PredictResult> predicted =
+      client->Predict(data, *ParseKernel("SE"), x_new, predict);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  EXPECT_EQ(predicted->method, "sparse");
+  EXPECT_EQ(predicted->num_inducing, 20);
+  EXPECT_NEAR(predicted->prediction.mean(0), std::sin(2.5) + 0.3 * std::sin(7.5), 0.1);
+}
+
 TEST_F(ServiceTest, SearchStreamsProgressAndMatchesInProcess) {
   const Dataset data = LoadData("interpretable_linear.csv");
   SearchOptions options;
@@ -244,6 +315,11 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
        [](auto& r) { (*r.mutable_fit()->mutable_prior_overrides())["SE.lengthscale"].set_sd(-1); },
        "fit.prior_overrides[SE.lengthscale].sd"},
       {"negative restarts", [](auto& r) { r.mutable_fit()->set_restarts(-2); }, "fit.restarts"},
+      {"unknown approximation",
+       [](auto& r) { r.mutable_fit()->set_approx(static_cast<v1::Approximation>(9)); },
+       "fit.approx"},
+      {"negative inducing points", [](auto& r) { r.mutable_fit()->set_inducing_points(-1); },
+       "fit.inducing_points"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
