@@ -28,6 +28,7 @@
 #include "gpsel/core/data_heuristics.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/fit.h"
+#include "gpsel/core/held_out.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress.h"
@@ -103,6 +104,10 @@ struct ScoreOptions {
   std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
   HyperparameterSettings hyperparameters;
   bool compute_laplace_covariance = true;
+  // Held-out data (same columns as the training data): when set, each fit made also gets its
+  // test log-likelihood and predictive log density on it (KernelScore::held_out,
+  // core/held_out.h). Shared so that options stay cheap to copy.
+  std::shared_ptr<const Dataset> test;
   absl::Status Validate() const;
 };
 
@@ -142,6 +147,8 @@ struct KernelScore {
   std::optional<FitResult> mll_fit;
   std::optional<FitResult> map_fit;
   std::optional<LaplaceDiagnostics> laplace;
+  // With ScoreOptions::test: one entry per fit made (MLL first), core/held_out.h.
+  std::vector<HeldOutLikelihood> held_out;
   double seconds = 0.0;
   std::string Summary() const;
 };
