@@ -253,6 +253,7 @@ absl::Status ScoreOptions::Validate() const {
   for (double r : laplace_r) {
     if (!std::isfinite(r)) return absl::InvalidArgumentError("laplace_r: must be finite");
   }
+  if (test != nullptr) GPSEL_RETURN_IF_ERROR(ValidateTestData(*test));
   return approx.Validate();
 }
 
@@ -438,6 +439,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
                                             const ProgressCallback& progress) {
   const auto started = std::chrono::steady_clock::now();
   GPSEL_RETURN_IF_ERROR(options.Validate());
+  if (options.test != nullptr) GPSEL_RETURN_IF_ERROR(ValidateTestData(*options.test, data));
   // Exact or sparse (core/approx_score.h): the sparse path returns its own KernelScore.
   const ApproxChoice choice = ChooseApproximation(data, kernel, options);
   if (choice.sparse) return ScoreKernelSparsely(data, kernel, options, choice.note, progress);
@@ -639,6 +641,16 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
     AddFitWarnings(*model, **fit, options, x_factor, &score.warnings);
   }
   GPSEL_RETURN_IF_ERROR(CheckAgainstWhiteNoise(*model, score));
+  if (options.test != nullptr) {
+    for (const std::optional<FitResult>* fit : {&score.mll_fit, &score.map_fit}) {
+      if (!fit->has_value()) continue;
+      absl::StatusOr<HeldOutLikelihood> held_out = HeldOutLikelihoodAt(
+          data, *options.test, kernel, (*fit)->values, options.standardize);
+      if (!held_out.ok()) return held_out.status();
+      held_out->objective = (*fit)->objective;
+      score.held_out.push_back(*held_out);
+    }
+  }
   score.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return score;
@@ -821,6 +833,13 @@ std::string KernelScore::Summary() const {
         absl::StrAppend(&out, "\n");
       }
     }
+  }
+  for (const HeldOutLikelihood& h : held_out) {
+    absl::StrAppendFormat(
+        &out, "  held-out at the %s fit (%d points, y's scale): test log lik %.4f per point, "
+              "predictive log density %.4f (%.4f per point)\n",
+        h.objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP", h.num_test_points,
+        h.test_log_likelihood, h.predictive_log_density, h.PredictiveLogDensityPerPoint());
   }
   for (const std::string& warning : warnings) absl::StrAppend(&out, "  warning: ", warning, "\n");
   absl::StrAppendFormat(&out, "  time %.3f s\n", seconds);

@@ -29,6 +29,7 @@
 #include "gpsel/core/data_heuristics.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/fit.h"
+#include "gpsel/core/held_out.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress.h"
@@ -107,6 +108,11 @@ struct ScoreOptions {
   // Exact GP, sparse GP (certified intervals) or chosen by the time estimate (core/approx.h);
   // ScoreKernel decides per kernel (core/approx_score.h), a search once for all its candidates.
   ApproxOptions approx;
+
+  // Held-out data (same columns as the training data): when set, each fit made also gets its
+  // test log-likelihood and predictive log density on it (KernelScore::held_out,
+  // core/held_out.h). Shared so that options stay cheap to copy.
+  std::shared_ptr<const Dataset> test;
   absl::Status Validate() const;
 };
 
@@ -153,6 +159,8 @@ struct KernelScore {
   std::optional<FitResult> mll_fit;
   std::optional<FitResult> map_fit;
   std::optional<LaplaceDiagnostics> laplace;
+  // With ScoreOptions::test: one entry per fit made (MLL first), core/held_out.h.
+  std::vector<HeldOutLikelihood> held_out;
   double seconds = 0.0;
   // "exact", or "sparse": then every metric is the lower end of intervals[metric], the fits'
   // log_likelihood is the ELBO, m = num_inducing, and there is no Laplace covariance.

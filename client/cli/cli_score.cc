@@ -4,13 +4,16 @@
 // kernels every replica sharing the server's job store may fit).
 #include <iostream>
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpsel/client/cli/backend.h"
 #include "gpsel/client/cli/cli_common.h"
 #include "gpsel/client/cli/commands.h"
+#include "gpsel/core/held_out.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gpsel/proto/bridge/convert.h"
@@ -23,6 +26,7 @@ struct ScoreFlags {
   RemoteFlags remote;
   std::string metrics = "mll,map,aic,bic,lap,lap0,lap_aic,lap_bic";
   std::vector<double> laplace_r;
+  std::string test_path;  // --test: held-out data, read with the CSV flags of --data
   JobFlags queue;
 };
 
@@ -31,6 +35,37 @@ std::string StartsMark(const std::optional<FitResult>& fit) {
   if (!fit.has_value()) return "-";
   return absl::StrFormat("%d/%d%c", fit->starts_at_best, fit->starts,
                          StartKindName(fit->best_start_kind).front());
+}
+
+// With --test: each fit's held-out numbers (core/held_out.h), the best of each column marked.
+void PrintHeldOut(const std::vector<KernelScore>& scores) {
+  if (scores.empty() || scores[0].held_out.empty()) return;
+  double best_test = -INFINITY, best_predictive = -INFINITY;
+  for (const KernelScore& s : scores) {
+    for (const HeldOutLikelihood& h : s.held_out) {
+      best_test = std::max(best_test, h.test_log_likelihood);
+      best_predictive = std::max(best_predictive, h.predictive_log_density);
+    }
+  }
+  size_t kernel_width = 6;
+  for (const KernelScore& s : scores) kernel_width = std::max(kernel_width, s.kernel.size());
+  std::cout << absl::StrFormat("\nheld-out data (--test, %d points), on y's own scale:\n",
+                               scores[0].held_out[0].num_test_points);
+  std::cout << absl::StrFormat("%-*s %4s %15s %17s %15s\n", kernel_width, "kernel", "fit",
+                               "test_loglik/pt", "pred_log_density", "pred/pt");
+  for (const KernelScore& s : scores) {
+    for (const HeldOutLikelihood& h : s.held_out) {
+      const bool mll = h.objective == FitObjective::kMaximumLikelihood;
+      std::cout << absl::StrFormat(
+          "%-*s %4s %14.4f%s %16.4f%s %15.4f\n", kernel_width, s.kernel, mll ? "MLL" : "MAP",
+          h.test_log_likelihood, h.test_log_likelihood == best_test ? "*" : " ",
+          h.predictive_log_density, h.predictive_log_density == best_predictive ? "*" : " ",
+          h.PredictiveLogDensityPerPoint());
+    }
+  }
+  std::cout << "test_loglik/pt: log N(y* | 0, K + noise I) / n* at the fit, the prior on the test "
+               "points alone (the paper's Table 3); pred_log_density: log p(y* | X*, X, y), the "
+               "joint posterior predictive, total.\n";
 }
 
 void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric>& metrics,
@@ -67,6 +102,7 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
     }
     std::cout << row << "\n";
   }
+  PrintHeldOut(scores);
   std::cout << absl::StrFormat("n = %d, %s; higher is better, * = best per column.\n",
                                data.num_points(),
                                scores.empty() || scores[0].standardized
@@ -135,6 +171,21 @@ int RunScore(const ScoreFlags& flags) {
   ScoreOptions options = *std::move(fit_options);
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;
+  if (!flags.test_path.empty()) {
+    FitFlags test_flags = flags.fit;
+    test_flags.data_path = flags.test_path;
+    absl::StatusOr<Dataset> test = LoadDataFlag(test_flags, CliDatasetLimits(remote));
+    if (!test.ok()) {
+      return ReportError(absl::Status(test.status().code(),
+                                      absl::StrCat("--test ", flags.test_path, ": ",
+                                                   test.status().message())));
+    }
+    if (absl::Status s = ValidateTestData(*test, *data); !s.ok()) {
+      return ReportError(absl::InvalidArgumentError(
+          absl::StrCat("--test ", flags.test_path, ": ", s.message())));
+    }
+    options.test = std::make_shared<const Dataset>(*std::move(test));
+  }
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
@@ -178,6 +229,9 @@ CommandRunner SetupScore(CLI::App& sub) {
   sub.add_option("--metrics", flags->metrics,
                  "comma-separated metrics or 'all' (adds lap_bic_half)")
       ->capture_default_str();
+  sub.add_option("--test", flags->test_path,
+                 "held-out CSV (read like --data): each fit's test log-likelihood and "
+                 "predictive log density on it");
   AddThreadsFlag(sub, flags->fit, "fit the random starts in parallel");
   sub.add_option("--laplace-r", flags->laplace_r,
                  "extra Laplace variant with minimal correction r (repeatable)");

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -298,6 +299,23 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& reque
     options.nested_parents.push_back(
         {*std::move(kernel), std::make_shared<const KernelScore>(FromProto(parent))});
   }
+  if (request.has_test()) {
+    // Messages name "dataset.x" (FromProto) or "test..." (core); both become test's fields.
+    absl::StatusOr<Dataset> test = FromProto(request.test());
+    absl::Status checked = test.ok() ? ValidateTestData(*test) : test.status();
+    if (!checked.ok()) {
+      std::string message(checked.message());
+      if (absl::StartsWith(message, "dataset")) message = "test" + message.substr(7);
+      const size_t colon = message.find(": ");
+      if (colon == std::string::npos) {
+        violations.emplace_back("test", message);
+      } else {
+        violations.emplace_back(message.substr(0, colon), message.substr(colon + 2));
+      }
+    } else {
+      options.test = std::make_shared<const Dataset>(*std::move(test));
+    }
+  }
   GPSEL_RETURN_IF_ERROR(ViolationsStatus(violations));
   return options;
 }
@@ -309,6 +327,11 @@ void ScoreOptionsToProto(const ScoreOptions& options, v1::ScoreRequest* request)
   request->clear_laplace_r();
   for (double r : options.laplace_r) request->add_laplace_r(r);
   NestedParentsToProto(options.nested_parents, request);
+  if (options.test != nullptr) {
+    ToProto(*options.test, request->mutable_test());
+  } else {
+    request->clear_test();
+  }
 }
 
 void NestedParentsToProto(const std::vector<NestedParent>& parents, v1::ScoreRequest* request) {
@@ -452,6 +475,14 @@ void ToProto(const KernelScore& score, v1::KernelScore* proto) {
     out.set_upper(interval.upper);
   }
   proto->set_approx_note(score.approx_note);
+
+  for (const HeldOutLikelihood& h : score.held_out) {
+    v1::HeldOutLikelihood* out = proto->add_held_out();
+    out->set_objective(ToProto(h.objective));
+    out->set_num_test_points(h.num_test_points);
+    out->set_test_log_likelihood(h.test_log_likelihood);
+    out->set_predictive_log_density(h.predictive_log_density);
+  }
 }
 
 KernelScore FromProto(const v1::KernelScore& proto) {
@@ -502,6 +533,15 @@ KernelScore FromProto(const v1::KernelScore& proto) {
     score.intervals[name] = ScoreInterval{interval.lower(), interval.upper()};
   }
   score.approx_note = proto.approx_note();
+
+  for (const v1::HeldOutLikelihood& h : proto.held_out()) {
+    HeldOutLikelihood held_out;
+    held_out.objective = FromProto(h.objective());
+    held_out.num_test_points = h.num_test_points();
+    held_out.test_log_likelihood = h.test_log_likelihood();
+    held_out.predictive_log_density = h.predictive_log_density();
+    score.held_out.push_back(held_out);
+  }
   return score;
 }
 

@@ -11,13 +11,14 @@ package is built (setup.py).
 from gpsel.client import Client
 from gpsel.errors import (DeadlineExceeded, FieldViolation, GpselError, InvalidArgument,
                           NotFound, ResourceExhausted, Unauthenticated, Unavailable)
-from gpsel.results import (EvidenceResult, Fit, Job, KernelScore, Prediction, Progress,
-                           ScoreResult, SearchCandidate, SearchResult, jobs_to_pandas)
+from gpsel.results import (EvidenceResult, Fit, HeldOut, Job, KernelScore, Prediction,
+                           Progress, ScoreResult, SearchCandidate, SearchResult, jobs_to_pandas)
 from gpsel._data import dates_to_numbers
 
 __all__ = [
     "Client", "GpselError", "InvalidArgument", "NotFound", "Unauthenticated", "ResourceExhausted",
-    "Unavailable", "DeadlineExceeded", "FieldViolation", "Fit", "KernelScore", "ScoreResult",
+    "Unavailable", "DeadlineExceeded", "FieldViolation", "Fit", "HeldOut", "KernelScore",
+    "ScoreResult",
     "Progress", "SearchCandidate", "SearchResult", "Prediction", "EvidenceResult", "Job",
     "jobs_to_pandas", "dates_to_numbers",
 ]

@@ -116,9 +116,14 @@ class Client:
             message.prior_overrides[name].sd = float(sd)
 
     def _score_request(self, x, y, data, kernels, metrics, n_restarts_optimizer, random_state,
-                       normalize_y, scale_x, fixed, priors, missing, x_unit):
+                       normalize_y, scale_x, fixed, priors, missing, x_unit, test=None):
         request = pb.ScoreRequest()
         self._dataset(request.dataset, x, y, data, missing, x_unit)
+        if test is not None:
+            if not isinstance(test, (tuple, list)) or len(test) != 2:
+                raise ValueError("test: expected (x_test, y_test)")
+            xt, yt = _data.prepare(test[0], test[1], missing=missing, x_unit=x_unit)
+            _data.fill_dataset(request.test, xt, yt)
         request.kernels.extend([kernels] if isinstance(kernels, str) else list(kernels))
         request.metrics.extend([metrics] if isinstance(metrics, str) else list(metrics or ()))
         self._fit(request.fit, n_restarts_optimizer, random_state, normalize_y, scale_x, fixed,
@@ -146,7 +151,8 @@ class Client:
               scale_x: Optional[str] = None, fixed: Optional[Dict[str, float]] = None,
               priors: Optional[Dict[str, tuple]] = None, missing: str = "error",
               x_unit: str = "years", approx: Optional[str] = None,
-              inducing_points: Optional[int] = None) -> ScoreResult:
+              inducing_points: Optional[int] = None,
+              test: Optional[tuple] = None) -> ScoreResult:
         """Scores each kernel on (x, y) with the paper's metrics (all eight unless `metrics`).
 
         x, y: arrays (x 1-D or n×d; datetime columns become decimal years, or days with
@@ -156,11 +162,13 @@ class Client:
         the seed; normalize_y: standardise y (default, as the paper's priors expect); scale_x:
         "none", "auto" or a factor; fixed: {"PER.period": 1.0}; priors: {"SE.lengthscale":
         (mean, sd)}. approx: "exact" (default), "sparse" (every metric an interval, up to 10^6
-        points) or "auto" (exact when estimated at most 60 s); inducing_points: m.
+        points) or "auto" (exact when estimated at most 60 s); inducing_points: m; test:
+        held-out (x_test, y_test), whose test log-likelihood and predictive log density each fit
+        then reports (KernelScore.held_out).
         """
         request = self._score_request(x, y, data, kernels, metrics, n_restarts_optimizer,
                                       random_state, normalize_y, scale_x, fixed, priors, missing,
-                                      x_unit)
+                                      x_unit, test)
         self._approx(request.fit, approx, inducing_points)
         response = self._call(self._stub.Score, request)
         return ScoreResult([KernelScore.from_proto(s) for s in response.scores])

@@ -34,6 +34,22 @@ class Fit:
 
 
 @dataclass
+class HeldOut:
+    """How well one fit explains held-out data, on y's own scale: test_log_likelihood is the
+    paper's log N(y* | 0, K + noise I) / n* (per point); predictive_log_density the joint
+    log p(y* | X*, X, y) (total)."""
+    objective: str
+    num_test_points: int
+    test_log_likelihood: float
+    predictive_log_density: float
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(_OBJECTIVE.get(m.objective, "unspecified"), m.num_test_points,
+                   m.test_log_likelihood, m.predictive_log_density)
+
+
+@dataclass
 class KernelScore:
     """The paper's scores of one kernel (metrics: mll, map, aic, bic, lap, lap0, lap_aic,
     lap_bic; larger is better) and its two fits."""
@@ -50,6 +66,8 @@ class KernelScore:
     x_scale: float
     seconds: float
     proto: Any = field(repr=False, compare=False, default=None)
+    # With score(test=...): one entry per fit (MLL first).
+    held_out: List[HeldOut] = field(default_factory=list)
 
     @classmethod
     def from_proto(cls, m):
@@ -57,7 +75,8 @@ class KernelScore:
                    list(m.parameter_names),
                    Fit.from_proto(m.mll_fit) if m.HasField("mll_fit") else None,
                    Fit.from_proto(m.map_fit) if m.HasField("map_fit") else None,
-                   dict(m.undefined_metrics), list(m.warnings), m.x_scale, m.seconds, m)
+                   dict(m.undefined_metrics), list(m.warnings), m.x_scale, m.seconds, m,
+                   [HeldOut.from_proto(h) for h in m.held_out])
 
     # The approximation (approx="sparse"/"auto"): read from the message.
     @property

@@ -50,34 +50,36 @@ ParseLimits ParseLimitsOf(const ServiceLimits& limits) {
   return p;
 }
 
-// Shape, size limits and finiteness of a dataset; the dataset when all is well.
 // Whether a request's fit options may run the sparse GP (approx sparse or auto).
 bool SparsePossible(const v1::FitOptions& fit) {
   return fit.approx() == v1::APPROXIMATION_SPARSE || fit.approx() == v1::APPROXIMATION_AUTO;
 }
 
+// Shape, size limits and finiteness of a dataset; the dataset when all is well.
+// `field` names it in the violations ("dataset", or "test" for held-out data).
 std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimits& limits,
-                                    Violations& v, bool sparse_possible = false) {
+                                    Violations& v, bool sparse_possible = false,
+                                    std::string_view field = "dataset") {
   const size_t before = 0;
   (void)before;
   bool ok = true;
   const int n = proto.y_size();
   const int d = proto.num_dims() == 0 ? 1 : proto.num_dims();
   if (proto.num_dims() < 0) {
-    v.Add("dataset.num_dims", "must not be negative");
+    v.Add(absl::StrCat(field, ".num_dims"), "must not be negative");
     return std::nullopt;
   }
   if (n == 0) {
-    v.Add("dataset.y", "is empty: a dataset needs at least 2 points");
+    v.Add(absl::StrCat(field, ".y"), "is empty: a dataset needs at least 2 points");
     ok = false;
   } else if (n < 2) {
-    v.Add("dataset.y", "has 1 point: a dataset needs at least 2");
+    v.Add(absl::StrCat(field, ".y"), "has 1 point: a dataset needs at least 2");
     ok = false;
   }
   const int max_points =
       sparse_possible ? std::max(limits.max_points, limits.max_sparse_points) : limits.max_points;
   if (n > max_points) {
-    v.Add("dataset.y",
+    v.Add(absl::StrCat(field, ".y"),
           absl::StrCat("has ", n, " points, more than the limit of ", max_points,
                        sparse_possible || limits.max_sparse_points <= max_points
                            ? ""
@@ -86,18 +88,20 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
     ok = false;
   }
   if (d > limits.max_dims) {
-    v.Add("dataset.num_dims", absl::StrCat("d = ", d, " exceeds the limit of ", limits.max_dims));
+    v.Add(absl::StrCat(field, ".num_dims"),
+          absl::StrCat("d = ", d, " exceeds the limit of ", limits.max_dims));
     ok = false;
   }
   if (static_cast<int64_t>(proto.x_size()) != static_cast<int64_t>(n) * d) {
-    v.Add("dataset.x",
+    v.Add(absl::StrCat(field, ".x"),
           absl::StrCat("has ", proto.x_size(), " values; expected n·d = ", n, "·", d, " = ",
                        static_cast<int64_t>(n) * d, " (row-major, one row per point of y)"));
     ok = false;
   }
   for (int i = 0; i < proto.x_size(); ++i) {
     if (!std::isfinite(proto.x(i))) {
-      v.Add("dataset.x", absl::StrCat("value ", i, " (point ", i / d, ", column ", i % d, ") is ",
+      v.Add(absl::StrCat(field, ".x"),
+            absl::StrCat("value ", i, " (point ", i / d, ", column ", i % d, ") is ",
                                       NonFiniteName(proto.x(i))));
       ok = false;
       break;
@@ -105,7 +109,8 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
   }
   for (int i = 0; i < n; ++i) {
     if (!std::isfinite(proto.y(i))) {
-      v.Add("dataset.y", absl::StrCat("value ", i, " is ", NonFiniteName(proto.y(i))));
+      v.Add(absl::StrCat(field, ".y"),
+            absl::StrCat("value ", i, " is ", NonFiniteName(proto.y(i))));
       ok = false;
       break;
     }
@@ -113,7 +118,7 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
   if (!ok) return std::nullopt;
   absl::StatusOr<Dataset> data = bridge::FromProto(proto);
   if (!data.ok()) {
-    v.Add("dataset", std::string(data.status().message()));
+    v.Add(std::string(field), std::string(data.status().message()));
     return std::nullopt;
   }
   return *std::move(data);
@@ -372,6 +377,14 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   }
   // Metrics, laplace_r, the nested parents and the fit options, each parsed once
   // (proto/bridge/convert.h).
+  // Held-out data: the dataset's limits, and its columns.
+  if (request.has_test()) {
+    std::optional<Dataset> test = CheckDataset(request.test(), limits, v, /*sparse_possible=*/false, "test");
+    if (test && data && test->num_dims() != data->num_dims()) {
+      v.Add("test.num_dims", absl::StrCat("is ", test->num_dims(), "; the dataset has ",
+                                          data->num_dims(), " input column(s)"));
+    }
+  }
   absl::StatusOr<ScoreOptions> options = bridge::ScoreOptionsFromProto(request);
   v.AddAll(options.status());
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);

@@ -55,6 +55,39 @@ TEST(CliTest, ScoreJsonReproducesThePaperExample) {
   EXPECT_NEAR(r["laplace"]["eigenvalues"][1].get<double>(), 3.741, 0.005);
 }
 
+// --test: each fit's held-out numbers in the table and in JSON; a bad test file is refused naming
+// --test, before any fit.
+TEST(CliTest, ScoreTestReportsHeldOutLikelihoodsAtEachFit) {
+  const std::string test = WriteTemp("held_out.csv", "x,y\n0.05,0.2\n0.35,0.9\n0.65,1.6\n0.95,2.3\n");
+  CliRun run = RunGpsel("score --data " + kExample + " --kernel SE --kernel LIN --no-standardize "
+                        "--metrics mll,lap0 --test " + test + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["scores"].size(), 2u);
+  for (const auto& s : j["scores"]) {
+    ASSERT_EQ(s["held_out"].size(), 2u) << s.dump();
+    EXPECT_EQ(s["held_out"][0]["objective"], "FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD");
+    EXPECT_EQ(s["held_out"][1]["objective"], "FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI");
+    EXPECT_EQ(s["held_out"][0]["num_test_points"], 4);
+    EXPECT_TRUE(std::isfinite(s["held_out"][1]["test_log_likelihood"].get<double>()));
+    EXPECT_TRUE(std::isfinite(s["held_out"][1]["predictive_log_density"].get<double>()));
+  }
+  CliRun table = RunGpsel("score --data " + kExample + " --kernel SE --no-standardize "
+                          "--metrics mll,lap0 --test " + test);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, testing::HasSubstr("held-out data (--test, 4 points)"));
+  EXPECT_THAT(table.out, testing::HasSubstr("pred_log_density"));
+
+  const std::string wide = WriteTemp("held_out_wide.csv", "a,b,y\n0.1,1,0.2\n0.3,2,0.9\n");
+  CliRun bad = RunGpsel("score --data " + kExample + " --kernel SE --test " + wide);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_THAT(bad.err, testing::HasSubstr("--test"));
+  EXPECT_THAT(bad.err, testing::HasSubstr("input column"));
+  CliRun missing = RunGpsel("score --data " + kExample + " --kernel SE --test /nonexistent.csv");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.err, testing::HasSubstr("--test /nonexistent.csv"));
+}
+
 const std::string kSunspots = std::string(GPSEL_DATA_DIR) + "/sunspots_yearly.csv";
 
 // The fit's sureness in JSON, and warnings on stderr only (stdout stays parseable JSON).

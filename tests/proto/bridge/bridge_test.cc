@@ -120,6 +120,50 @@ TEST(BridgeRoundTripTest, ScoreRequestKeepsEveryOption) {
                                                           << again.DebugString();
 }
 
+// Held-out data travels in ScoreRequest.test and comes back, per fit, in KernelScore.held_out;
+// the server's validation refuses a bad test set naming the field.
+TEST(BridgeRoundTripTest, ScoreRequestCarriesTheTestSetAndScoresKeepHeldOut) {
+  ScoreOptions options;
+  options.metrics = {Metric::kMll, Metric::kMap};
+  Dataset test = Example();
+  test.y = test.y.reverse();
+  options.test = std::make_shared<const Dataset>(test);
+  const v1::ScoreRequest request = bridge::ScoreRequestOf(Example(), {Kernel("SE")}, options);
+  ASSERT_TRUE(request.has_test());
+  EXPECT_EQ(request.test().y_size(), test.num_points());
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(request, ServiceLimits{});
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  ASSERT_NE(valid->options.test, nullptr);
+  EXPECT_EQ(valid->options.test->y, test.y);
+  EXPECT_EQ(valid->options.test->x, test.x);
+
+  absl::StatusOr<KernelScore> score = ScoreKernel(Example(), Kernel("SE"), valid->options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  ASSERT_EQ(score->held_out.size(), 2u);
+  v1::KernelScore proto;
+  bridge::ToProto(*score, &proto);
+  ASSERT_EQ(proto.held_out_size(), 2);
+  EXPECT_EQ(proto.held_out(0).objective(), v1::FIT_OBJECTIVE_MAXIMUM_LIKELIHOOD);
+  const KernelScore back = bridge::FromProto(proto);
+  ASSERT_EQ(back.held_out.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.held_out[i].objective, score->held_out[i].objective);
+    EXPECT_EQ(back.held_out[i].num_test_points, test.num_points());
+    EXPECT_EQ(back.held_out[i].test_log_likelihood, score->held_out[i].test_log_likelihood);
+    EXPECT_EQ(back.held_out[i].predictive_log_density, score->held_out[i].predictive_log_density);
+  }
+
+  v1::ScoreRequest two_columns = request;
+  two_columns.mutable_test()->set_num_dims(2);
+  two_columns.mutable_test()->add_x(1.0);  // 10 points need 20 values; 11 are given
+  EXPECT_THAT(ValidateScoreRequest(two_columns, ServiceLimits{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("test.x")));
+  v1::ScoreRequest not_finite = request;
+  not_finite.mutable_test()->set_y(3, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_THAT(ValidateScoreRequest(not_finite, ServiceLimits{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("test.y")));
+}
+
 // Scores the caller had before (a report's search path) travel in ScoreRequest.nested_parents
 // with their optima, and the server's ScoreKernels, given what the bridge makes of the request,
 // scores exactly what the in-process call scores: the same nested start, the same numbers.

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The paper reproduced by one command (issue 29): Tables 1-4, Fig. 2 and the runtime figure,
+# beside the paper's printed values, into DIR/index.html and DIR/paper.json.
+#
+#   bash bench/paper/run.sh [--quick|--full|--tiny] --out DIR [--build BUILD_DIR] [--threads N]
+#
+# --quick  (default) every N of the paper, 3 datasets per kernel and N (12 per row, the paper 40),
+#          log Z of the chosen kernels for N <= 50 (20 s cap each), Mauna Loa log Z capped at
+#          120 s per kernel, and no new cell after 20 minutes (the page counts the cells run):
+#          at most about half an hour on 2 cores.
+# --full   the paper's grid: N in {5, 10, 20, 30, 40, 50, 100, 200}, 10 datasets per kernel and N
+#          (40 per row), log Z of every chosen kernel, Mauna Loa log Z capped at 3 h per kernel.
+# --tiny   the ctest's grid (N in {5, 10}, 1 dataset per kernel, no log Z): structure only.
+# Deterministic (fixed seeds; results do not depend on --threads). Resumable: finished cells
+# (DIR/cells/*.json), table4.json and figure2.json are kept and skipped; delete them to redo.
+set -euo pipefail
+mode=quick
+out=""
+build="${GPSEL_BUILD_DIR:-build}"
+threads=2
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) mode=quick ;;
+    --full) mode=full ;;
+    --tiny) mode=tiny ;;
+    --out) out="$2"; shift ;;
+    --build) build="$2"; shift ;;
+    --threads) threads="$2"; shift ;;
+    *) echo "run.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [[ -z "$out" ]]; then
+  echo "usage: bash bench/paper/run.sh [--quick|--full|--tiny] --out DIR" >&2
+  exit 2
+fi
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+bin="$build/bench/paper_repro"
+if [[ ! -x "$bin" ]]; then
+  echo "run.sh: $bin missing; build it with: cmake -S . -B $build -DGPSEL_BUILD_BENCH=ON &&" \
+       "cmake --build $build --target paper_repro" >&2
+  exit 2
+fi
+mkdir -p "$out"
+case "$mode" in
+  quick) grid=(--sizes 5,10,20,30,40,50,100,200 --datasets 3 --evidence-max-n 50
+               --evidence-seconds 20 --mauna-evidence-seconds 120 --budget-seconds 1200) ;;
+  full)  grid=(--sizes 5,10,20,30,40,50,100,200 --datasets 10 --evidence-max-n 200
+               --evidence-seconds 1800 --mauna-evidence-seconds 10800) ;;
+  tiny)  grid=(--sizes 5,10 --datasets 1 --evidence-max-n 0) ;;
+esac
+common=(--out "$out" --mode "$mode" --threads "$threads")
+start=$(date +%s)
+export OPENBLAS_NUM_THREADS=1
+"$bin" figure2 "${common[@]}"
+# Mauna Loa (one process, one thread) beside the grid's cells.
+mauna_pid=""
+if [[ "$mode" != tiny ]]; then
+  "$bin" mauna --out "$out" --mode "$mode" --threads 1 "${grid[@]}" &
+  mauna_pid=$!
+fi
+"$bin" cells "${common[@]}" "${grid[@]}"
+if [[ -n "$mauna_pid" ]]; then wait "$mauna_pid"; fi
+"$bin" aggregate "${common[@]}" "${grid[@]}"
+echo "run.sh: $mode done in $(( $(date +%s) - start )) s: $out/index.html, $out/paper.json"
