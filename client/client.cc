@@ -283,10 +283,19 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Client::Hea
   return response.status();
 }
 
+// A request built from core types, its dataset's missing-value policy from the options.
+template <typename Request>
+Request Client::WithMissing(Request request) const {
+  request.mutable_dataset()->set_missing(options_.missing_values == MissingValues::kDrop
+                                             ? v1::MISSING_VALUES_DROP
+                                             : v1::MISSING_VALUES_ERROR);
+  return request;
+}
+
 absl::StatusOr<std::vector<KernelScore>> Client::Score(const Dataset& data,
                                                        const std::vector<KernelExpr>& kernels,
                                                        const ScoreOptions& options) {
-  absl::StatusOr<v1::ScoreResponse> response = Score(bridge::ScoreRequestOf(data, kernels, options));
+  absl::StatusOr<v1::ScoreResponse> response = Score(WithMissing(bridge::ScoreRequestOf(data, kernels, options)));
   if (!response.ok()) return response.status();
   std::vector<KernelScore> scores;
   for (const v1::KernelScore& score : response->scores()) {
@@ -298,7 +307,7 @@ absl::StatusOr<std::vector<KernelScore>> Client::Score(const Dataset& data,
 absl::StatusOr<SearchResult> Client::Search(const Dataset& data, const SearchOptions& options,
                                             const ProgressCallback& progress) {
   absl::StatusOr<v1::SearchResult> result =
-      Search(bridge::SearchRequestOf(data, options), [&progress](const v1::Progress& p) {
+      Search(WithMissing(bridge::SearchRequestOf(data, options)), [&progress](const v1::Progress& p) {
         if (progress) (void)progress(bridge::FromProto(p));
       });
   if (!result.ok()) return result.status();
@@ -309,7 +318,7 @@ absl::StatusOr<PredictResult> Client::Predict(const Dataset& data, const KernelE
                                               const Eigen::MatrixXd& x_new,
                                               const PredictOptions& options) {
   absl::StatusOr<v1::PredictResponse> response =
-      Predict(bridge::PredictRequestOf(data, kernel, x_new, options));
+      Predict(WithMissing(bridge::PredictRequestOf(data, kernel, x_new, options)));
   if (!response.ok()) return response.status();
   return bridge::FromProto(*response);
 }
@@ -317,7 +326,7 @@ absl::StatusOr<PredictResult> Client::Predict(const Dataset& data, const KernelE
 absl::StatusOr<std::string> Client::SubmitEvidence(const Dataset& data, const KernelExpr& kernel,
                                                    const EvidenceOptions& options) {
   absl::StatusOr<v1::SubmitEvidenceResponse> response =
-      SubmitEvidence(bridge::SubmitEvidenceRequestOf(data, kernel, options));
+      SubmitEvidence(WithMissing(bridge::SubmitEvidenceRequestOf(data, kernel, options)));
   if (!response.ok()) return response.status();
   return response->job().name();
 }
@@ -353,7 +362,7 @@ absl::StatusOr<EvidenceResult> Client::Evidence(const Dataset& data, const Kerne
 absl::StatusOr<std::string> Client::SubmitSearch(const Dataset& data,
                                                  const SearchOptions& options) {
   v1::SubmitSearchRequest request;
-  *request.mutable_search() = bridge::SearchRequestOf(data, options);
+  *request.mutable_search() = WithMissing(bridge::SearchRequestOf(data, options));
   absl::StatusOr<v1::SubmitSearchResponse> response = SubmitSearch(std::move(request));
   if (!response.ok()) return response.status();
   return response->job().name();
@@ -372,7 +381,7 @@ absl::StatusOr<std::string> Client::SubmitScore(const Dataset& data,
                                                 const std::vector<KernelExpr>& kernels,
                                                 const ScoreOptions& options) {
   v1::SubmitScoreRequest request;
-  *request.mutable_score() = bridge::ScoreRequestOf(data, kernels, options);
+  *request.mutable_score() = WithMissing(bridge::ScoreRequestOf(data, kernels, options));
   absl::StatusOr<v1::SubmitScoreResponse> response = SubmitScore(std::move(request));
   if (!response.ok()) return response.status();
   return response->job().name();

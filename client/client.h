@@ -49,6 +49,10 @@ struct ClientOptions {
   std::string tls_key_file;
   std::string tls_server_name;                   // override the name checked in the certificate
   int max_message_bytes = 64 << 20;
+  // What the server does with points of a core Dataset holding a NaN (a missing value) in the
+  // core-typed calls below (gpsel.v1.Dataset.missing): an error naming them (the default) or
+  // leave them out. The protobuf API sends requests as given.
+  MissingValues missing_values = MissingValues::kError;
 
   // Fills token and TLS settings from GPSEL_AUTH_TOKEN, GPSEL_TLS_CA, GPSEL_TLS_CERT,
   // GPSEL_TLS_KEY, GPSEL_TLS (=1) when they are set; used by the CLI's remote hooks.
@@ -121,6 +125,9 @@ class Client {
 
  private:
   Client() = default;
+  // `request` with its dataset's `missing` set from options_.missing_values.
+  template <typename Request>
+  Request WithMissing(Request request) const;
   void Prepare(grpc::ClientContext* context, absl::Time deadline) const;
   // Runs `call` until it succeeds, fails with a non-retryable code, or attempts/deadline run out.
   absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call) const;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,15 @@ namespace gpsel {
 
 absl::Status PredictOptions::Validate() const {
   if (block_columns < 0) return absl::InvalidArgumentError("block_columns: must be >= 0");
+  if (samples < 0) return absl::InvalidArgumentError("samples: must be >= 0");
+  if (samples > kMaxSampleValues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("samples: ", samples, " is more than the limit of ", kMaxSampleValues));
+  }
+  if (model && !hyperparameters.empty()) {
+    return absl::InvalidArgumentError(
+        "hyperparameters: give either a model or hyperparameter values, not both");
+  }
   for (const auto& [name, value] : hyperparameters) {
     if (!std::isfinite(value) || value <= 0) {
       return absl::InvalidArgumentError(
@@ -41,6 +51,22 @@ std::string PredictResult::Summary() const {
 }
 
 namespace {
+
+// The sample limits of PredictOptions::samples; INVALID_ARGUMENT naming "samples".
+absl::Status CheckSampleSize(int64_t samples, int64_t points) {
+  if (samples <= 0) return absl::OkStatus();
+  if (points > kMaxSamplePoints) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "samples: joint samples at ", points, " new inputs need their ", points, " × ", points,
+        " covariance; at most ", kMaxSamplePoints, " inputs (sample a coarser grid)"));
+  }
+  if (samples * points > kMaxSampleValues) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "samples: ", samples, " samples × ", points, " inputs = ", samples * points,
+        " values, more than the limit of ", kMaxSampleValues, " (fewer samples or inputs)"));
+  }
+  return absl::OkStatus();
+}
 
 // One top-level summand of a kernel as a model of its own, every parameter fixed at the value
 // the whole kernel's parameter of the same leaf has (its noise too, though unused: only its
@@ -96,13 +122,15 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
                                            const std::map<std::string, double>& natural_values,
                                            bool standardize, const Eigen::MatrixXd& x_new,
                                            const ProgressCallback& progress, int block_columns,
-                                           bool components, Standardization* used) {
+                                           bool components, int samples, uint64_t seed,
+                                           Standardization* used) {
   if (x_new.cols() != data.x.cols()) {
     return absl::InvalidArgumentError(absl::StrCat("x_new: has ", x_new.cols(),
                                                    " columns, the training inputs have ",
                                                    data.x.cols()));
   }
   if (!x_new.allFinite()) return absl::InvalidArgumentError("x_new: values must be finite");
+  GPSEL_RETURN_IF_ERROR(CheckSampleSize(samples, x_new.rows()));
   // Every parameter fixed at its given value: the model then has no free parameters. The values
   // are in the user's units, so x is not rescaled.
   HyperparameterSettings settings;
@@ -176,11 +204,57 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
     }
   }
   p.noise_variance = Eigen::VectorXd::Constant(m, noise * scale * scale);
+  if (samples > 0) {
+    // The joint posterior covariance of f at all new inputs, Σ* = K** − Vᵀ V with V = L⁻¹ K(X, x*)
+    // (the variances above are its diagonal), on the original scale.
+    GPSEL_RETURN_IF_ERROR(ReportProgress(
+        progress, Progress{"predict", 1.0, absl::StrFormat("%d joint samples", samples)}));
+    const Eigen::MatrixXd k_star = model.CrossCovariance(none, data.x, x_new);
+    const Eigen::MatrixXd v = cholesky.lower().triangularView<Eigen::Lower>().solve(k_star);
+    Eigen::MatrixXd covariance = model.CrossCovariance(none, x_new, x_new);
+    covariance.noalias() -= v.transpose() * v;
+    covariance *= scale * scale;
+    absl::StatusOr<Eigen::MatrixXd> drawn =
+        SampleMultivariateNormal(p.mean, std::move(covariance), samples, seed, &p.sample_jitter);
+    if (!drawn.ok()) return drawn.status();
+    p.samples = *std::move(drawn);
+  }
   if (used != nullptr) *used = standardization;
   return p;
 }
 
 }  // namespace
+
+absl::StatusOr<Eigen::MatrixXd> SampleMultivariateNormal(const Eigen::VectorXd& mean,
+                                                         Eigen::MatrixXd covariance, int samples,
+                                                         uint64_t seed, double* jitter) {
+  const Eigen::Index m = mean.size();
+  if (covariance.rows() != m || covariance.cols() != m) {
+    return absl::InvalidArgumentError("covariance: must be m × m for a mean of m values");
+  }
+  GPSEL_RETURN_IF_ERROR(CheckSampleSize(samples, m));
+  SpdFactorization cholesky;
+  if (absl::Status s = cholesky.Compute(std::move(covariance)); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "samples: the posterior covariance of the new inputs is not positive semi-definite even "
+        "with jitter (",
+        s.message(), ")"));
+  }
+  if (jitter != nullptr) *jitter = cholesky.jitter();
+  // Standard normals in a fixed order, one sample after the other: the draws depend on the seed
+  // only. The product L Z is one BLAS call in this thread (core/linalg.h), so the bits do not
+  // depend on the thread count either.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Eigen::MatrixXd z(m, samples);
+  for (int k = 0; k < samples; ++k) {
+    for (Eigen::Index j = 0; j < m; ++j) z(j, k) = normal(rng);
+  }
+  const Eigen::MatrixXd lower = cholesky.lower().triangularView<Eigen::Lower>();
+  Eigen::MatrixXd draws = (lower * z).transpose();  // samples × m
+  draws.rowwise() += mean.transpose();
+  return draws;
+}
 
 int64_t PredictBlockColumns(int64_t n) {
   n = std::max<int64_t>(n, 1);
@@ -191,9 +265,9 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
                                    const std::map<std::string, double>& natural_values,
                                    bool standardize, const Eigen::MatrixXd& x_new,
                                    const ProgressCallback& progress, int block_columns,
-                                   bool components) {
+                                   bool components, int samples, uint64_t seed) {
   return PredictAtValues(data, kernel, natural_values, standardize, x_new, progress, block_columns,
-                         components, /*used=*/nullptr);
+                         components, samples, seed, /*used=*/nullptr);
 }
 
 absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& kernel,
@@ -211,8 +285,30 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
         "components: the per-summand posterior is only computed by the exact GP (approx = "
         "exact)");
   }
+  if (choice.sparse && options.samples > 0) {
+    return absl::InvalidArgumentError(
+        "samples: joint posterior samples are only drawn from the exact GP (approx = exact)");
+  }
   int fit_inducing = 0;
-  if (options.hyperparameters.empty()) {
+  bool standardize = options.fit.standardize;
+  if (options.model) {
+    // A saved model: its values, on its training data only (the same numbers as giving those
+    // values by hand with its standardisation).
+    const SavedModel& model = *options.model;
+    GPSEL_RETURN_IF_ERROR(CheckModelMatchesData(model, data));
+    absl::StatusOr<KernelExpr> model_kernel = ParseKernel(model.kernel);
+    if (!model_kernel.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.kernel: ", model_kernel.status().message()));
+    }
+    if (ToString(*model_kernel) != out.kernel) {
+      return absl::InvalidArgumentError(absl::StrCat("model.kernel: is ", model.kernel,
+                                                     ", the kernel to predict with is ",
+                                                     out.kernel));
+    }
+    GPSEL_ASSIGN_OR_RETURN(out.hyperparameters, ModelValues(model, options.objective));
+    standardize = model.standardized;
+  } else if (options.hyperparameters.empty()) {
     ScoreOptions fit = options.fit;
     const bool mll = options.objective == FitObjective::kMaximumLikelihood;
     fit.metrics = {mll ? Metric::kMll : Metric::kMap};
@@ -234,7 +330,7 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
                                                           : kDefaultMaxInducingPoints;
     if (out.fit.has_value() && fit_inducing > 0) inducing = fit_inducing;
     absl::StatusOr<SparsePrediction> sparse =
-        PredictSparse(data, kernel, out.hyperparameters, options.fit.standardize, x_new,
+        PredictSparse(data, kernel, out.hyperparameters, standardize, x_new,
                       inducing, progress);
     if (!sparse.ok()) return sparse.status();
     out.prediction = std::move(sparse->prediction);
@@ -244,8 +340,9 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
     return out;
   }
   absl::StatusOr<Prediction> prediction =
-      PredictAtValues(data, kernel, out.hyperparameters, options.fit.standardize, x_new, progress,
-                      options.block_columns, options.components, &out.standardization);
+      PredictAtValues(data, kernel, out.hyperparameters, standardize, x_new, progress,
+                      options.block_columns, options.components, options.samples, options.seed,
+                      &out.standardization);
   if (!prediction.ok()) return prediction.status();
   out.prediction = *std::move(prediction);
   return out;

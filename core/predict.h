@@ -19,6 +19,7 @@
 #include "gpsel/core/fit.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress.h"
+#include "gpsel/core/saved_model.h"
 #include "gpsel/core/score.h"
 
 namespace gpsel {
@@ -42,6 +43,13 @@ struct Prediction {
   // With PredictOptions::components: one per top-level summand of the kernel, in the canonical
   // order (a single one, equal to the whole latent posterior, when the kernel is not a sum).
   std::vector<PredictionComponent> components;
+  // With PredictOptions::samples = K: K joint draws of the latent f at the new inputs from its
+  // posterior N(mean, Σ*) (noise excluded), K × m, row k the k-th function; empty otherwise.
+  Eigen::MatrixXd samples;
+  // The jitter added to Σ*'s diagonal before its Cholesky (0 when none was needed; else 1e-10,
+  // 1e-8 or 1e-6 × its mean diagonal, core/linalg.h SpdFactorization), as a variance on y's
+  // original scale.
+  double sample_jitter = 0.0;
 };
 
 struct PredictOptions {
@@ -59,8 +67,25 @@ struct PredictOptions {
   // Also the posterior of each top-level summand (Prediction::components); costs one more
   // n × block cross-covariance and triangular solve per summand and block.
   bool components = false;
+  // A saved model (core/saved_model.h) to predict from without fitting: its kernel, its
+  // `objective` fit's values and its standardisation are used, after checking that the data is
+  // the model's training data. `hyperparameters` must then be empty and the kernel given to
+  // FitAndPredict must be the model's.
+  std::optional<SavedModel> model;
+  // K joint posterior samples of f at the new inputs (Prediction::samples); 0: none. At most
+  // kMaxSamplePoints new inputs and kMaxSampleValues = K × inputs values.
+  int samples = 0;
+  // Seed of the samples' standard normals: the same seed gives the same bits whatever the
+  // thread count.
+  uint64_t seed = 0;
   absl::Status Validate() const;
 };
+
+// Sampling forms the m × m posterior covariance of the new inputs (and its Cholesky): at most
+// this many inputs (200 MB) ...
+inline constexpr int64_t kMaxSamplePoints = 5000;
+// ... and at most this many sampled values (K × m, 8 MB as doubles, more as JSON).
+inline constexpr int64_t kMaxSampleValues = 1'000'000;
 
 // Doubles in one automatic block of Predict (32 MiB; the block and its solve make two).
 inline constexpr int64_t kPredictBlockDoubles = int64_t{1} << 22;
@@ -98,7 +123,15 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
                                    const std::map<std::string, double>& natural_values,
                                    bool standardize, const Eigen::MatrixXd& x_new,
                                    const ProgressCallback& progress = nullptr,
-                                   int block_columns = 0, bool components = false);
+                                   int block_columns = 0, bool components = false,
+                                   int samples = 0, uint64_t seed = 0);
+
+// `samples` joint draws of N(mean, covariance) with the given seed, samples × m: the Cholesky
+// L of covariance (jittered as SpdFactorization does; the jitter used in *jitter) times standard
+// normals drawn in a fixed order (sample by sample, point by point) from mt19937_64(seed).
+absl::StatusOr<Eigen::MatrixXd> SampleMultivariateNormal(const Eigen::VectorXd& mean,
+                                                         Eigen::MatrixXd covariance, int samples,
+                                                         uint64_t seed, double* jitter);
 
 }  // namespace gpsel
 

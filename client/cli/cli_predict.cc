@@ -15,9 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gpsel/client/cli/backend.h"
 #include "gpsel/client/cli/cli_common.h"
 #include "gpsel/client/cli/commands.h"
+#include "gpsel/client/cli/model_file.h"
 #include "gpsel/core/predict.h"
 #include "gpsel/proto/bridge/convert.h"
 
@@ -33,6 +35,8 @@ struct PredictFlags {
   std::string objective = "map";
   std::string format = "table";  // table | csv | json
   bool components = false;
+  std::string model_path;  // --model FILE
+  int samples = 0;         // --samples K
 };
 
 // "START:STOP:N" → N evenly spaced 1-D inputs.
@@ -90,11 +94,19 @@ void PrintTable(const PredictResult& out, const Eigen::MatrixXd& x_new) {
   for (const auto& [name, value] : out.hyperparameters) {
     std::cout << absl::StrFormat("  %-24s %.6g\n", name, value);
   }
-  std::cout << absl::StrFormat("%-24s %14s %14s %14s\n", "x", "mean", "sd", "sd+noise");
+  std::cout << absl::StrFormat("%-24s %14s %14s %14s", "x", "mean", "sd", "sd+noise");
+  for (Eigen::Index k = 0; k < p.samples.rows(); ++k) {
+    std::cout << absl::StrFormat(" %14s", absl::StrCat("sample_", k + 1));
+  }
+  std::cout << "\n";
   for (Eigen::Index i = 0; i < x_new.rows(); ++i) {
-    std::cout << absl::StrFormat("%-24s %14.6g %14.6g %14.6g\n", FormatInputs(x_new, i), p.mean(i),
+    std::cout << absl::StrFormat("%-24s %14.6g %14.6g %14.6g", FormatInputs(x_new, i), p.mean(i),
                                  std::sqrt(std::max(0.0, p.variance(i))),
                                  std::sqrt(std::max(0.0, p.variance(i) + p.noise_variance(i))));
+    for (Eigen::Index k = 0; k < p.samples.rows(); ++k) {
+      std::cout << absl::StrFormat(" %14.6g", p.samples(k, i));
+    }
+    std::cout << "\n";
   }
 }
 
@@ -105,11 +117,17 @@ void PrintCsv(const PredictResult& out, const Eigen::MatrixXd& x_new) {
   for (Eigen::Index c = 0; c < x_new.cols(); ++c) {
     absl::StrAppend(&header, x_new.cols() == 1 ? "x" : absl::StrCat("x", c), ",");
   }
-  std::cout << header << "mean,sd,sd_with_noise\n";
+  std::cout << header << "mean,sd,sd_with_noise";
+  for (Eigen::Index k = 0; k < p.samples.rows(); ++k) std::cout << ",sample_" << k + 1;
+  std::cout << "\n";
   for (Eigen::Index i = 0; i < x_new.rows(); ++i) {
-    std::cout << absl::StrFormat("%s,%.10g,%.10g,%.10g\n", FormatInputs(x_new, i), p.mean(i),
+    std::cout << absl::StrFormat("%s,%.10g,%.10g,%.10g", FormatInputs(x_new, i), p.mean(i),
                                  std::sqrt(std::max(0.0, p.variance(i))),
                                  std::sqrt(std::max(0.0, p.variance(i) + p.noise_variance(i))));
+    for (Eigen::Index k = 0; k < p.samples.rows(); ++k) {
+      std::cout << absl::StrFormat(",%.17g", p.samples(k, i));
+    }
+    std::cout << "\n";
   }
 }
 
@@ -121,15 +139,49 @@ int RunPredict(const PredictFlags& flags) {
   const bool remote = !flags.remote.server.empty();
   absl::StatusOr<Dataset> data = LoadDataFlag(flags.fit, CliDatasetLimits(remote, &flags.fit));
   if (!data.ok()) return ReportError(data.status());
-  absl::StatusOr<KernelExpr> kernel = ParseSingleKernelFlag(flags.fit);
-  if (!kernel.ok()) return ReportError(kernel.status());
+  PredictOptions options;
+  absl::StatusOr<KernelExpr> kernel;
+  if (!flags.model_path.empty()) {
+    absl::StatusOr<SavedModel> model = ReadModelFile(flags.model_path, "--model");
+    if (!model.ok()) return ReportError(model.status());
+    if (!flags.hyperparameters.empty()) {
+      return ReportError(absl::InvalidArgumentError(
+          "--hyperparameter: give either --model or the values, not both"));
+    }
+    // Refuse other data here too, with the flags' words (the server or core would as well).
+    if (absl::Status s = CheckModelMatchesData(*model, *data); !s.ok()) {
+      return ReportError(absl::InvalidArgumentError(absl::StrCat(
+          "--model ", flags.model_path, " and --data ", flags.fit.data_path, ": ",
+          absl::StripPrefix(s.message(), "model: "))));
+    }
+    kernel = ParseKernel(model->kernel);
+    if (!kernel.ok()) {
+      return ReportError(absl::InvalidArgumentError(absl::StrCat(
+          "--model ", flags.model_path, ": kernel: ", kernel.status().message())));
+    }
+    if (!flags.fit.kernels.empty()) {
+      absl::StatusOr<KernelExpr> given = ParseSingleKernelFlag(flags.fit);
+      if (!given.ok()) return ReportError(given.status());
+      if (ToString(*given) != ToString(*kernel)) {
+        return ReportError(absl::InvalidArgumentError(
+            absl::StrCat("--kernel ", ToString(*given), ": the model's kernel is ",
+                         ToString(*kernel), " (leave --kernel out with --model)")));
+      }
+    }
+    options.model = *std::move(model);
+  } else {
+    if (flags.fit.kernels.empty()) {
+      return ReportError(absl::InvalidArgumentError("give --kernel EXPR or --model FILE"));
+    }
+    kernel = ParseSingleKernelFlag(flags.fit);
+    if (!kernel.ok()) return ReportError(kernel.status());
+  }
   absl::StatusOr<Eigen::MatrixXd> x_new = LoadNewInputs(flags);
   if (!x_new.ok()) return ReportError(x_new.status());
   if (x_new->cols() != data->num_dims()) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
         "new inputs have ", x_new->cols(), " column(s) but the data has ", data->num_dims())));
   }
-  PredictOptions options;
   for (const std::string& entry : flags.hyperparameters) {
     std::vector<std::string> name_value = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     double value = 0;
@@ -148,6 +200,18 @@ int RunPredict(const PredictFlags& flags) {
   if (!fit_options.ok()) return ReportError(fit_options.status());
   options.fit = *std::move(fit_options);
   options.components = flags.components;
+  options.samples = flags.samples;
+  options.seed = flags.fit.seed;
+  if (flags.samples < 0) {
+    return ReportError(absl::InvalidArgumentError("--samples: must be >= 0"));
+  }
+  if (flags.samples > 0 && (x_new->rows() > kMaxSamplePoints ||
+                            int64_t{flags.samples} * x_new->rows() > kMaxSampleValues)) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        "--samples ", flags.samples, " at ", x_new->rows(), " points: at most ",
+        kMaxSampleValues, " sampled values (samples × points) and ", kMaxSamplePoints,
+        " points (their joint covariance is points × points); fewer samples or a coarser grid")));
+  }
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
@@ -177,7 +241,15 @@ int RunPredict(const PredictFlags& flags) {
 CommandRunner SetupPredict(CLI::App& sub) {
   auto flags = std::make_shared<PredictFlags>();
   AddDataFlag(sub, flags->fit);
-  sub.add_option("--kernel", flags->fit.kernels, "kernel expression")->required();
+  sub.add_option("--kernel", flags->fit.kernels,
+                 "kernel expression (not needed with --model)");
+  sub.add_option("--model", flags->model_path,
+                 "predict from a model saved by `gpsel score|search --save-model` (no refit; "
+                 "--data must be its training data, read with the same flags; --objective picks "
+                 "its MAP or MLL fit)");
+  sub.add_option("--samples", flags->samples,
+                 "also K joint posterior samples of f at the new inputs (noise excluded; "
+                 "--seed S); CSV columns sample_1..K, JSON PredictResponse samples (K × points)");
   sub.add_option("--at", flags->at_path,
                  "CSV of new inputs, d columns, optional header (- for stdin)");
   sub.add_option("--grid", flags->grid, "1-D grid START:STOP:N of new inputs");

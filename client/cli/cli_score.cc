@@ -14,6 +14,8 @@
 #include "gpsel/client/cli/cli_common.h"
 #include "gpsel/client/cli/commands.h"
 #include "gpsel/core/held_out.h"
+
+#include "gpsel/client/cli/model_file.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gpsel/proto/bridge/convert.h"
@@ -28,6 +30,8 @@ struct ScoreFlags {
   std::vector<double> laplace_r;
   std::string test_path;  // --test: held-out data, read with the CSV flags of --data
   JobFlags queue;
+  std::string save_model;  // --save-model FILE
+  std::string save_by;     // --save-by METRIC
 };
 
 // "3/12d": starts at the optimum / starts, and the first letter of the winner's kind.
@@ -189,6 +193,27 @@ int RunScore(const ScoreFlags& flags) {
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 
   if (absl::Status s = CheckJobFlags(flags.queue, flags.remote); !s.ok()) return ReportError(s);
+  // The metric a saved model is chosen by: --save-by, else lap0 when computed, else the first.
+  std::string save_by = flags.save_by;
+  if (!flags.save_model.empty() && flags.queue.detach) {
+    return ReportError(absl::InvalidArgumentError(
+        "--save-model: needs the scores, which --detach does not wait for (use --job)"));
+  }
+  if (!save_by.empty()) {
+    absl::StatusOr<Metric> metric = ParseMetric(save_by);
+    if (!metric.ok()) {
+      return ReportError(absl::InvalidArgumentError(
+          absl::StrCat("--save-by: ", metric.status().message())));
+    }
+    if (std::find(metrics->begin(), metrics->end(), *metric) == metrics->end()) {
+      return ReportError(absl::InvalidArgumentError(
+          absl::StrCat("--save-by ", save_by, ": is not among --metrics")));
+    }
+  } else if (!metrics->empty()) {
+    save_by = std::find(metrics->begin(), metrics->end(), Metric::kLap0) != metrics->end()
+                  ? "lap0"
+                  : std::string(MetricName(metrics->front()));
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
   if (flags.queue.detach) {
@@ -209,6 +234,17 @@ int RunScore(const ScoreFlags& flags) {
   const std::vector<KernelScore>& scores = *result;
 
   PrintWarnings(scores);
+  if (!flags.save_model.empty()) {
+    std::string why;
+    absl::StatusOr<const KernelScore*> chosen =
+        ChooseScoreToSave(scores, scores.size() == 1 ? flags.save_by : save_by, &why);
+    if (!chosen.ok()) return ReportError(chosen.status());
+    if (absl::Status s = WriteModelFile(flags.save_model, SaveModel(**chosen, *data)); !s.ok()) {
+      return ReportError(s);
+    }
+    std::cerr << "gpsel: saved the model of " << (*chosen)->kernel << " (" << why << ") to "
+              << flags.save_model << "\n";
+  }
   if (flags.fit.json) {
     v1::ScoreResponse response;
     for (const KernelScore& score : scores) bridge::ToProto(score, response.add_scores());
@@ -238,6 +274,13 @@ CommandRunner SetupScore(CLI::App& sub) {
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   AddJobFlags(sub, flags->queue, "its kernels");
+  sub.add_option("--save-model", flags->save_model,
+                 "write the fitted model (kernel, MLL and MAP values, standardisation, data "
+                 "fingerprint) as JSON for `gpsel predict --model`: the only kernel, or the best "
+                 "of several by --save-by");
+  sub.add_option("--save-by", flags->save_by,
+                 "metric that picks the kernel --save-model saves (default: lap0 if computed, "
+                 "else the first of --metrics)");
   return [flags] { return RunScore(*flags); };
 }
 

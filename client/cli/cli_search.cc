@@ -16,6 +16,7 @@
 #include "gpsel/client/cli/backend.h"
 #include "gpsel/client/cli/cli_common.h"
 #include "gpsel/client/cli/commands.h"
+#include "gpsel/client/cli/model_file.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
@@ -29,6 +30,7 @@ struct SearchCommandFlags {
   SearchFlags search;
   RemoteFlags remote;
   JobFlags queue;
+  std::string save_model;  // --save-model FILE
 };
 
 int RunSearch(const SearchCommandFlags& flags) {
@@ -46,6 +48,10 @@ int RunSearch(const SearchCommandFlags& flags) {
   }
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(flags.remote);
   if (!backend.ok()) return ReportError(backend.status());
+  if (flags.queue.detach && !flags.save_model.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "--save-model: needs the result, which --detach does not wait for (use --job)"));
+  }
   if (flags.queue.detach) {
     absl::StatusOr<v1::SubmitSearchResponse> submitted = (*backend)->SubmitSearch(*data, options);
     if (!submitted.ok()) return ReportError(submitted.status());
@@ -66,6 +72,15 @@ int RunSearch(const SearchCommandFlags& flags) {
     progress.Finish();
   }
   if (!result.ok()) return ReportError(result.status());
+  if (!flags.save_model.empty()) {
+    // The best kernel re-scored with every paper metric: both its MLL and its MAP fit.
+    if (absl::Status s = WriteModelFile(flags.save_model, SaveModel(result->best, *data));
+        !s.ok()) {
+      return ReportError(s);
+    }
+    std::cerr << "gpsel: saved the model of the best kernel " << result->best.kernel << " to "
+              << flags.save_model << "\n";
+  }
   if (flags.fit.json) {
     v1::SearchResult message;
     bridge::ToProto(*result, &message);
@@ -86,6 +101,9 @@ CommandRunner SetupSearch(CLI::App& sub) {
   AddFitFlags(sub, flags->fit);
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   AddJobFlags(sub, flags->queue, "each step's candidates");
+  sub.add_option("--save-model", flags->save_model,
+                 "write the best kernel's fitted model (MLL and MAP values, standardisation, data "
+                 "fingerprint) as JSON for `gpsel predict --model`");
   return [flags] { return RunSearch(*flags); };
 }
 

@@ -564,6 +564,76 @@ void ToProto(const PredictResult& result, v1::PredictResponse* proto) {
   proto->set_method(result.method);
   proto->set_inducing_points(result.num_inducing);
   proto->set_approx_note(result.approx_note);
+
+  if (result.prediction.samples.size() > 0) {
+    ToProto(result.prediction.samples, proto->mutable_samples());
+    proto->set_sample_jitter(result.prediction.sample_jitter);
+  }
+}
+
+void ToProto(const SavedModel& model, v1::SavedModel* proto) {
+  proto->Clear();
+  proto->set_format(kSavedModelFormat);
+  proto->set_gpsel_version(model.gpsel_version);
+  proto->set_kernel(model.kernel);
+  if (model.mll_fit) ToProto(*model.mll_fit, proto->mutable_mll_fit());
+  if (model.map_fit) ToProto(*model.map_fit, proto->mutable_map_fit());
+  proto->set_standardized(model.standardized);
+  ToProto(model.standardization, proto->mutable_standardization());
+  proto->set_x_scale(model.x_scale);
+  proto->set_x_scale_reason(model.x_scale_reason);
+  for (const auto& [name, value] : model.metrics) (*proto->mutable_metrics())[name] = value;
+  proto->set_num_points(model.num_points);
+  proto->set_num_dims(model.num_dims);
+  proto->set_data_hash(model.data_hash);
+}
+
+absl::StatusOr<SavedModel> FromProto(const v1::SavedModel& proto, std::string_view field_name) {
+  const std::string field(field_name);
+  if (proto.format() != kSavedModelFormat) {
+    return InvalidField(absl::StrCat(field, ".format"),
+                        proto.format().empty()
+                            ? absl::StrCat("is missing: not a gpsel saved model (expected \"",
+                                           kSavedModelFormat, "\")")
+                            : absl::StrCat("is \"", proto.format(), "\", not \"",
+                                           kSavedModelFormat, "\": not a gpsel saved model"));
+  }
+  if (proto.kernel().empty()) return InvalidField(absl::StrCat(field, ".kernel"), "is empty");
+  if (!proto.has_mll_fit() && !proto.has_map_fit()) {
+    return InvalidField(absl::StrCat(field, ".map_fit"), "the model holds neither an MLL nor a MAP fit");
+  }
+  if (!(proto.x_scale() > 0) || !std::isfinite(proto.x_scale())) {
+    return InvalidField(absl::StrCat(field, ".x_scale"), "must be finite and > 0");
+  }
+  if (proto.num_points() <= 0 || proto.num_dims() <= 0 || proto.data_hash().empty()) {
+    return InvalidField(absl::StrCat(field, ".data_hash"),
+                        "the model has no fingerprint of its training data (num_points, "
+                        "num_dims, data_hash)");
+  }
+  SavedModel model;
+  model.gpsel_version = proto.gpsel_version();
+  model.kernel = proto.kernel();
+  if (proto.has_mll_fit()) model.mll_fit = FromProto(proto.mll_fit());
+  if (proto.has_map_fit()) model.map_fit = FromProto(proto.map_fit());
+  for (const std::optional<FitResult>* fit : {&model.mll_fit, &model.map_fit}) {
+    if (!fit->has_value()) continue;
+    const std::string name = absl::StrCat(field, fit == &model.mll_fit ? ".mll_fit" : ".map_fit");
+    for (const auto& [parameter, value] : (*fit)->values) {
+      if (!std::isfinite(value) || value <= 0) {
+        return InvalidField(absl::StrCat(name, ".values[", parameter, "]"),
+                            "must be finite and > 0 (natural scale)");
+      }
+    }
+  }
+  model.standardized = proto.standardized();
+  model.standardization = FromProto(proto.standardization());
+  model.x_scale = proto.x_scale();
+  model.x_scale_reason = proto.x_scale_reason();
+  for (const auto& [name, value] : proto.metrics()) model.metrics[name] = value;
+  model.num_points = proto.num_points();
+  model.num_dims = proto.num_dims();
+  model.data_hash = proto.data_hash();
+  return model;
 }
 
 PredictResult FromProto(const v1::PredictResponse& proto) {
@@ -582,6 +652,12 @@ PredictResult FromProto(const v1::PredictResponse& proto) {
   result.method = proto.method().empty() ? "exact" : proto.method();
   result.num_inducing = proto.inducing_points();
   result.approx_note = proto.approx_note();
+
+  if (proto.has_samples()) {
+    result.prediction.samples =
+        FromProto(proto.samples(), "samples").value_or(Eigen::MatrixXd());
+    result.prediction.sample_jitter = proto.sample_jitter();
+  }
   return result;
 }
 
@@ -599,6 +675,9 @@ v1::PredictRequest PredictRequestOf(const Dataset& data, const KernelExpr& kerne
                             : v1::FIT_OBJECTIVE_MAXIMUM_A_POSTERIORI);
   ToProto(FitSettingsOf(options.fit), request.mutable_fit());
   request.set_components(options.components);
+  if (options.model) ToProto(*options.model, request.mutable_model());
+  request.set_samples(options.samples);
+  request.set_seed(options.seed);
   return request;
 }
 

@@ -92,6 +92,13 @@ void ToProto(const PriorSummary& prior, v1::PriorSummary* proto);
 void ToProto(const InputColumnScales& scales, v1::InputColumnScales* proto);
 void ToProto(const PredictResult& result, v1::PredictResponse* proto);
 PredictResult FromProto(const v1::PredictResponse& proto);
+// A saved model as the gpsel.v1.SavedModel message (format "gpsel.v1.SavedModel"), and back:
+// INVALID_ARGUMENT naming `field` (".format", ".kernel", ".x_scale", ...) when the message is
+// not a gpsel model or is malformed; whether it fits some data is core's
+// CheckModelMatchesData.
+void ToProto(const SavedModel& model, v1::SavedModel* proto);
+absl::StatusOr<SavedModel> FromProto(const v1::SavedModel& proto, std::string_view field);
+inline constexpr char kSavedModelFormat[] = "gpsel.v1.SavedModel";
 // The request of FitAndPredict(data, kernel, x_new, options), and back (values not checked: that
 // is ValidatePredictRequest's job).
 v1::PredictRequest PredictRequestOf(const Dataset& data, const KernelExpr& kernel,

@@ -14,12 +14,13 @@ from gpsel.errors import (DeadlineExceeded, FieldViolation, GpselError, InvalidA
 from gpsel.results import (EvidenceResult, Fit, HeldOut, Job, KernelScore, Prediction,
                            Progress, ScoreResult, SearchCandidate, SearchResult, jobs_to_pandas)
 from gpsel._data import dates_to_numbers
+from gpsel.model import InvalidModel, SavedModel, load_model
 
 __all__ = [
     "Client", "GpselError", "InvalidArgument", "NotFound", "Unauthenticated", "ResourceExhausted",
     "Unavailable", "DeadlineExceeded", "FieldViolation", "Fit", "HeldOut", "KernelScore",
     "ScoreResult",
     "Progress", "SearchCandidate", "SearchResult", "Prediction", "EvidenceResult", "Job",
-    "jobs_to_pandas", "dates_to_numbers",
+    "jobs_to_pandas", "dates_to_numbers", "SavedModel", "InvalidModel", "load_model",
 ]
 __version__ = "0.1.0"

@@ -139,7 +139,7 @@ def _row_labels(x, rows):
 def prepare(x, y, missing="error", x_unit="years"):
     """Float64 (n, d) inputs and (n,) targets; rows with a missing value (NaN, None, NaT) are an
     error naming them (missing="error", the default) or dropped (missing="drop")."""
-    if missing not in MISSING:
+    if missing not in MISSING + ("keep",):  # "keep": the server drops them (Dataset.missing)
         raise ValueError(f"missing: expected one of {MISSING}, got {missing!r}")
     xm = to_matrix(x, "x", x_unit)
     yv = to_vector(y, "y")
@@ -152,12 +152,15 @@ def prepare(x, y, missing="error", x_unit="years"):
             where = x if getattr(x, "index", None) is not None else y
             raise ValueError(f"missing values in rows {_row_labels(where, rows)}; "
                              "missing='drop' skips such rows")
-        xm, yv = xm[~bad], yv[~bad]
+        if missing == "drop":
+            xm, yv = xm[~bad], yv[~bad]
     return xm, yv
 
 
-def fill_dataset(message, x, y):
-    """Fills a gpsel.v1.Dataset from prepared arrays (row-major x)."""
+def fill_dataset(message, x, y, missing="error"):
+    """Fills a gpsel.v1.Dataset from prepared arrays (row-major x); NaN marks a missing value,
+    which the server refuses naming the points (missing="error") or leaves out ("drop")."""
+    message.missing = 2 if missing == "drop" else 1  # MISSING_VALUES_DROP / _ERROR
     message.num_dims = x.shape[1]
     message.x.extend(np.ascontiguousarray(x).reshape(-1).tolist())
     message.y.extend(y.tolist())

@@ -13,6 +13,7 @@ from gpsel._proto.gpsel.v1 import model_selection_pb2_grpc as pb_grpc
 from gpsel._proto.gpsel.v1 import types_pb2
 from gpsel._proto.gpsel.v1 import job_pb2
 from gpsel.errors import from_rpc_error
+from gpsel.model import SavedModel, load_model
 from gpsel.results import (STATE_NUMBERS, EvidenceResult, Job, Prediction, Progress,
                            ScoreResult, SearchResult, KernelScore)
 
@@ -80,8 +81,14 @@ class Client:
     @staticmethod
     def _dataset(message, x, y, data, missing, x_unit):
         x, y = _data.select(data, x, y)
-        xm, yv = _data.prepare(x, y, missing=missing, x_unit=x_unit)
-        _data.fill_dataset(message, xm, yv)
+        # Missing values: an error naming the DataFrame's rows here, or (missing="drop") sent as
+        # NaN with Dataset.missing = DROP, so that the server leaves them out as the CLI's
+        # --missing drop does (and a saved model's fingerprint is the same either way).
+        if missing not in _data.MISSING:
+            raise ValueError(f"missing: expected one of {_data.MISSING}, got {missing!r}")
+        xm, yv = _data.prepare(x, y, missing="keep" if missing == "drop" else missing,
+                               x_unit=x_unit)
+        _data.fill_dataset(message, xm, yv, missing)
         return xm
 
     _APPROX = {"exact": types_pb2.APPROXIMATION_EXACT, "sparse": types_pb2.APPROXIMATION_SPARSE,
@@ -214,16 +221,36 @@ class Client:
                 n_restarts_optimizer: Optional[int] = None, random_state: Optional[int] = None,
                 normalize_y: bool = True, scale_x: Optional[str] = None, missing: str = "error",
                 x_unit: str = "years", approx: Optional[str] = None,
-                inducing_points: Optional[int] = None) -> Prediction:
+                inducing_points: Optional[int] = None, model=None, n_samples: int = 0,
+                sample_random_state: Optional[int] = None) -> Prediction:
         """Posterior mean and variance of `kernel`'s GP at X_new (array or DataFrame, dates as
-        in x), fitting the hyperparameters (objective "map" or "mll") unless all are given."""
+        in x), fitting the hyperparameters (objective "map" or "mll") unless all are given.
+
+        model: a SavedModel (gpsel.load_model) or the path of a --save-model file: predict from
+        its `objective` fit without refitting (kernel and hyperparameters are not given then);
+        x/y/data must be its training data, prepared the same way (missing=, x_unit=).
+        n_samples: also draw that many joint posterior samples of f at X_new (like
+        scikit-learn's sample_y; Prediction.samples, n_samples × points), seeded by
+        sample_random_state (default: random_state, as the CLI's --seed; else 0)."""
         if X_new is None:
             raise ValueError("X_new: give the new inputs")
         if objective not in ("map", "mll"):
             raise ValueError("objective: expected 'map' or 'mll'")
         request = pb.PredictRequest()
         self._dataset(request.dataset, x, y, data, missing, x_unit)
-        request.kernel = kernel
+        if model is not None:
+            if hyperparameters:
+                raise ValueError("hyperparameters: give either model= or the values, not both")
+            if not isinstance(model, SavedModel):
+                model = load_model(model)
+            request.model.CopyFrom(model.to_proto())
+        else:
+            request.kernel = kernel
+        if n_samples:
+            request.samples = int(n_samples)
+        seed = sample_random_state if sample_random_state is not None else random_state
+        if seed is not None:
+            request.seed = int(seed)
         x_new = _data.to_matrix(X_new, "X_new", x_unit)
         _data.fill_matrix(request.x_new, x_new)
         for name, value in (hyperparameters or {}).items():

@@ -190,12 +190,17 @@ class Prediction:
     hyperparameters: Dict[str, float]
     fit: Optional[Fit]
     proto: Any = field(repr=False, compare=False, default=None)
+    # With n_samples = K: K joint posterior draws of f at x (K × points), else None.
+    samples: Optional[np.ndarray] = None
 
     @classmethod
     def from_proto(cls, m, x):
+        samples = None
+        if m.HasField("samples") and m.samples.rows > 0:
+            samples = np.array(m.samples.values).reshape(m.samples.rows, m.samples.cols)
         return cls(x, np.array(m.mean), np.array(m.variance), np.array(m.noise_variance),
                    m.kernel, dict(m.hyperparameters),
-                   Fit.from_proto(m.fit) if m.HasField("fit") else None, m)
+                   Fit.from_proto(m.fit) if m.HasField("fit") else None, m, samples)
 
     @property
     def method(self) -> str:
@@ -222,6 +227,9 @@ class Prediction:
         frame["mean"] = self.mean
         frame["sd"] = self.std
         frame["sd_with_noise"] = self.std_with_noise
+        if self.samples is not None:
+            for k in range(self.samples.shape[0]):
+                frame[f"sample_{k + 1}"] = self.samples[k]
         return frame
 
 

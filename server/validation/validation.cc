@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "gpsel/core/hyperparameters.h"
+#include "gpsel/core/missing_values.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/unlisted_violations.h"
@@ -98,8 +99,18 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
                        static_cast<int64_t>(n) * d, " (row-major, one row per point of y)"));
     ok = false;
   }
+  // NaN is a missing value (dataset.missing says what to do); an infinity is always an error.
+  if (!v1::MissingValues_IsValid(proto.missing())) {
+    v.Add(absl::StrCat(field, ".missing"), absl::StrCat("unknown value ", proto.missing(),
+                                          " (1 = MISSING_VALUES_ERROR, 2 = MISSING_VALUES_DROP)"));
+    ok = false;
+  }
+  const bool drop = proto.missing() == v1::MISSING_VALUES_DROP;
+  std::vector<int> missing_x, missing_y;
   for (int i = 0; i < proto.x_size(); ++i) {
-    if (!std::isfinite(proto.x(i))) {
+    if (std::isnan(proto.x(i))) {
+      if (missing_x.empty() || missing_x.back() != i / d) missing_x.push_back(i / d);
+    } else if (!std::isfinite(proto.x(i))) {
       v.Add(absl::StrCat(field, ".x"),
             absl::StrCat("value ", i, " (point ", i / d, ", column ", i % d, ") is ",
                                       NonFiniteName(proto.x(i))));
@@ -108,11 +119,22 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
     }
   }
   for (int i = 0; i < n; ++i) {
-    if (!std::isfinite(proto.y(i))) {
-      v.Add(absl::StrCat(field, ".y"),
-            absl::StrCat("value ", i, " is ", NonFiniteName(proto.y(i))));
+    if (std::isnan(proto.y(i))) {
+      missing_y.push_back(i);
+    } else if (!std::isfinite(proto.y(i))) {
+      v.Add(absl::StrCat(field, ".y"), absl::StrCat("value ", i, " is ", NonFiniteName(proto.y(i))));
       ok = false;
       break;
+    }
+  }
+  if (!drop) {
+    for (const auto& [column, points] : {std::pair{".x", &missing_x}, std::pair{".y", &missing_y}}) {
+      if (points->empty()) continue;
+      v.Add(absl::StrCat(field, column),
+            absl::StrCat("missing value (NaN) at point(s) ", DescribePoints(*points),
+                         " (0-based); set ", field, ".missing = MISSING_VALUES_DROP to leave "
+                         "such points out"));
+      ok = false;
     }
   }
   if (!ok) return std::nullopt;
@@ -120,6 +142,16 @@ std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimit
   if (!data.ok()) {
     v.Add(std::string(field), std::string(data.status().message()));
     return std::nullopt;
+  }
+  if (drop) {
+    std::vector<int> dropped;
+    *data = DropPointsWithMissingValues(*data, &dropped);
+    if (data->num_points() < 2) {
+      v.Add(absl::StrCat(field, ".y"), absl::StrCat(data->num_points(), " point(s) left after dropping the ",
+                                      dropped.size(), " with missing values: a dataset needs at "
+                                      "least 2"));
+      return std::nullopt;
+    }
   }
   return *std::move(data);
 }
@@ -476,7 +508,45 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
   std::optional<Dataset> data = CheckDataset(request.dataset(), limits, v,
                                               SparsePossible(request.fit()));
   const int d = data ? data->num_dims() : 0;
-  std::optional<KernelExpr> kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
+  // A saved model gives the kernel (PredictRequest.kernel may repeat it) and the values.
+  std::optional<SavedModel> model;
+  if (request.has_model()) {
+    absl::StatusOr<SavedModel> parsed = bridge::FromProto(request.model(), "model");
+    if (parsed.ok()) {
+      model = *std::move(parsed);
+    } else {
+      v.AddAll(parsed.status());
+    }
+    if (request.hyperparameters_size() > 0) {
+      v.Add("hyperparameters", "give either a model or hyperparameter values, not both");
+    }
+  }
+  std::optional<KernelExpr> kernel;
+  if (model) {
+    kernel = CheckKernel(model->kernel, "model.kernel", limits, d, v);
+    if (kernel && !request.kernel().empty()) {
+      absl::StatusOr<KernelExpr> given = ParseKernel(request.kernel(), ParseLimitsOf(limits));
+      if (given.ok() && ToString(*given) != ToString(*kernel)) {
+        v.Add("kernel", absl::StrCat("is ", ToString(*given), " but the model's kernel is ",
+                                     ToString(*kernel), " (leave it empty with a model)"));
+      }
+    }
+  } else if (!request.has_model()) {
+    kernel = CheckKernel(request.kernel(), "kernel", limits, d, v);
+  }
+  if (request.samples() < 0) {
+    v.Add("samples", "must be >= 0");
+  } else if (request.samples() > 0) {
+    const int64_t rows = request.x_new().rows();
+    if (rows > kMaxSamplePoints) {
+      v.Add("samples", absl::StrCat("joint samples at ", rows, " points need their covariance; at "
+                                    "most ", kMaxSamplePoints, " rows of x_new"));
+    } else if (int64_t{request.samples()} * rows > kMaxSampleValues) {
+      v.Add("samples", absl::StrCat(request.samples(), " samples × ", rows, " points = ",
+                                    int64_t{request.samples()} * rows,
+                                    " values, more than the limit of ", kMaxSampleValues));
+    }
+  }
   const v1::Matrix& x_new = request.x_new();
   if (x_new.rows() <= 0) {
     v.Add("x_new.rows", "must be at least 1");
@@ -500,7 +570,9 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
   }
   absl::StatusOr<bridge::FitSettings> fit = bridge::FitSettingsFromProto(request.fit(), "fit");
   v.AddAll(fit.status());
-  if (request.hyperparameters_size() == 0) {
+  if (request.has_model()) {
+    // Nothing is fitted: the model's standardisation applies, fit options are not read.
+  } else if (request.hyperparameters_size() == 0) {
     CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);
     if (kernel) CheckParameterNames(request.fit(), "fit", {{"kernel", *kernel}}, v);
   } else if (kernel) {
@@ -524,9 +596,15 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
       }
     }
   }
-  if (data)
+  if (data && !request.has_model()) {
     CheckStandardizable(*data, !request.fit().has_standardize() || request.fit().standardize(),
                         "fit", v);
+  }
+  if (data && model) {
+    if (absl::Status s = CheckModelMatchesData(*model, *data); !s.ok()) {
+      v.Add("model", std::string(absl::StripPrefix(s.message(), "model: ")));
+    }
+  }
   if (!v1::FitObjective_IsValid(request.objective())) {
     v.Add("objective", absl::StrCat("unknown objective ", request.objective(),
                                     " (1 = maximum likelihood, 2 = maximum a posteriori)"));
@@ -547,6 +625,9 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
                               : FitObjective::kMaximumAPosteriori;
   bridge::ApplyFitSettings(*fit, &out.options.fit);
   out.options.components = request.components();
+  out.options.model = std::move(model);
+  out.options.samples = request.samples();
+  out.options.seed = request.seed();
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }

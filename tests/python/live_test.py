@@ -140,6 +140,86 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(len(table), 2)
         np.testing.assert_allclose(table["sd"], np.sqrt(reference["variance"]), rtol=1e-10)
 
+    def test_missing_values_are_dropped_by_the_server_with_dataset_missing(self):
+        frame = nile_frame()
+        frame.loc[[3, 40], "flow"] = np.nan
+        dropped = self.client.score(data=frame, x="date", y="flow", kernels=["SE"],
+                                    missing="drop", n_restarts_optimizer=1, random_state=2)
+        clean = frame.drop(index=[3, 40]).reset_index(drop=True)
+        reference = self.client.score(data=clean, x="date", y="flow", kernels=["SE"],
+                                      n_restarts_optimizer=1, random_state=2)
+        self.assertEqual(dropped[0].num_points, 98)
+        self.assertEqual(dropped[0].metrics, reference[0].metrics)
+        # The server's own check (a message built by hand, NaN and the default policy).
+        from gpsel._proto.gpsel.v1 import model_selection_pb2 as pb
+        request = pb.ScoreRequest(kernels=["SE"])
+        request.dataset.x.extend([0.0, 1.0, 2.0, 3.0])
+        request.dataset.y.extend([1.0, float("nan"), 0.5, 2.0])
+        with self.assertRaises(gpsel.InvalidArgument) as caught:
+            self.client._call(self.client._stub.Score, request)
+        violations = {v.field: v.description for v in caught.exception.field_violations}
+        self.assertIn("point(s) 1 (0-based)", violations["dataset.y"])
+        self.assertIn("MISSING_VALUES_DROP", violations["dataset.y"])
+
+    def test_saved_model_predicts_as_its_values_by_hand_and_refuses_other_data(self):
+        path = os.path.join(workdir.name, "nile_model.json")
+        score = subprocess.run([CLI, "score", "--data", os.path.join(DATA, "nile.csv"),
+                                "--kernel", "C*SE", "--restarts", "2", "--save-model", path],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(score.returncode, 0, score.stderr)
+        model = gpsel.load_model(path)
+        self.assertEqual(model.kernel, "C*SE")
+        self.assertEqual(model.num_points, 100)
+        self.assertTrue(model.data_hash.startswith("fnv1a64:"))
+        frame = nile_frame()
+        at = pd.DataFrame({"date": pd.to_datetime(["1900-01-01", "1975-01-01"])})
+        for objective, values in (("map", model.map_values), ("mll", model.mll_values)):
+            from_model = self.client.predict(data=frame, x="date", y="flow", X_new=at,
+                                             model=model, objective=objective)
+            by_hand = self.client.predict(data=frame, x="date", y="flow", X_new=at,
+                                          kernel="C*SE", hyperparameters=values)
+            np.testing.assert_array_equal(from_model.mean, by_hand.mean)
+            np.testing.assert_array_equal(from_model.variance, by_hand.variance)
+            self.assertIsNone(from_model.fit)
+        from_path = self.client.predict(data=frame, x="date", y="flow", X_new=at, model=path)
+        self.assertEqual(from_path.hyperparameters, model.map_values)
+        other = frame.copy()
+        other.loc[5, "flow"] += 1.0
+        with self.assertRaises(gpsel.InvalidArgument) as caught:
+            self.client.predict(data=other, x="date", y="flow", X_new=at, model=model)
+        violations = {v.field: v.description for v in caught.exception.field_violations}
+        self.assertIn("other data", violations["model"])
+        for content, message in (("not json", "not JSON"), ('{"theta": [1]}', "not a gpsel"),
+                                 ('{"format": "x"}', "not 'gpsel.v1.SavedModel'")):
+            bad = os.path.join(workdir.name, "bad_model.json")
+            with open(bad, "w") as f:
+                f.write(content)
+            with self.assertRaisesRegex(gpsel.InvalidModel, message):
+                gpsel.load_model(bad)
+
+    def test_posterior_samples_are_joint_seeded_and_match_the_cli(self):
+        frame = nile_frame()
+        given = {"SE.lengthscale": 20.0, "noise": 0.5}
+        at = pd.DataFrame({"date": pd.to_datetime([f"{y}-01-01" for y in range(1960, 1990)])})
+        p = self.client.predict(data=frame, x="date", y="flow", X_new=at, kernel="SE",
+                                hyperparameters=given, n_samples=5, sample_random_state=9)
+        self.assertEqual(p.samples.shape, (5, 30))
+        again = self.client.predict(data=frame, x="date", y="flow", X_new=at, kernel="SE",
+                                    hyperparameters=given, n_samples=5, sample_random_state=9)
+        np.testing.assert_array_equal(p.samples, again.samples)
+        self.assertIn("sample_5", p.to_pandas().columns)
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("x\n" + "".join(f"{y}\n" for y in range(1960, 1990)))
+        reference = cli_json("predict", "--data", os.path.join(DATA, "nile.csv"), "--kernel",
+                             "SE", "--at", f.name, "--hyperparameter", "SE.lengthscale=20",
+                             "--hyperparameter", "noise=0.5", "--samples", "5", "--seed", "9")
+        os.unlink(f.name)
+        np.testing.assert_array_equal(p.samples.reshape(-1), reference["samples"]["values"])
+        with self.assertRaises(gpsel.InvalidArgument) as caught:
+            self.client.predict(data=frame, x="date", y="flow", X_new=at, kernel="SE",
+                                hyperparameters=given, n_samples=40000)
+        self.assertIn("samples", [v.field for v in caught.exception.field_violations])
+
     def test_a_score_job_equals_the_direct_call_and_is_listed(self):
         x = np.linspace(0, 1, 10)
         y = np.loadtxt(os.path.join(DATA, "interpretable_linear.csv"), delimiter=",",
