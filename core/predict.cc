@@ -68,19 +68,59 @@ absl::Status CheckSampleSize(int64_t samples, int64_t points) {
   return absl::OkStatus();
 }
 
-// One top-level summand of a kernel as a model of its own, every parameter fixed at the value
-// the whole kernel's parameter of the same leaf has (its noise too, though unused: only its
-// kernel matrices are formed).
+// One component of the prediction: a top-level summand of a kernel, or one regime of a
+// summand that is a change, as a model of its own with every parameter fixed at the value the
+// whole kernel's parameter of the same leaf has (its noise too, though unused: only its kernel
+// matrices are formed). A regime's model is its operand's (k1 or k2); its weight multiplies
+// that kernel on both sides: K(x, x') = w(x) k_op(x, x') w(x').
 struct SummandModel {
   KernelExpr kernel;
   PreparedModel prepared;
+  std::string regime;  // PredictionComponent::regime; empty for a summand
+  // For a regime: the change in the user's x units and which side of it.
+  KernelExpr::Kind change_kind = KernelExpr::Kind::kChangePoint;
+  int column = 0;
+  double location = 0.0, transition = 1.0, width = 0.0;
+  bool second = false;  // σ (CP after, CW inside) rather than 1 − σ
 };
 
-// The summands of `kernel` (the kernel itself when it is not a sum). Parameter names are
-// numbered over the whole kernel ("SE#2.lengthscale") but over the summand alone in its own
-// model ("SE.lengthscale"); both lists follow the canonical leaf order and a summand's leaves
-// are a contiguous run of the whole kernel's (DescribeHyperparameters, core/hyperparameters.h),
-// so names are matched by position.
+// The weight w(x) of a regime at the rows of `x`: σ(x) or 1 − σ(x), with σ as the kernel
+// evaluator forms it (core/internal/kernel_evaluator.h) but in x units: CP σ((x − ℓ)/τ), CW
+// σ((x − ℓ + w/2)/τ) σ((ℓ + w/2 − x)/τ), σ(u) = ½(1 + tanh u).
+Eigen::ArrayXd RegimeWeight(const SummandModel& regime, const Eigen::MatrixXd& x) {
+  const Eigen::ArrayXd column = x.col(regime.column).array();
+  auto sigmoid = [](const Eigen::ArrayXd& u) -> Eigen::ArrayXd { return 0.5 * (1.0 + u.tanh()); };
+  Eigen::ArrayXd v;
+  if (regime.change_kind == KernelExpr::Kind::kChangePoint) {
+    v = sigmoid((column - regime.location) / regime.transition);
+  } else {
+    v = sigmoid((column - regime.location + 0.5 * regime.width) / regime.transition) *
+        sigmoid((regime.location + 0.5 * regime.width - column) / regime.transition);
+  }
+  return regime.second ? v : 1.0 - v;
+}
+
+// A model of `part` alone, its parameters given in its own order (DescribeHyperparameters,
+// noise excluded) as `values`.
+absl::StatusOr<PreparedModel> FixedModel(const Dataset& data, const KernelExpr& part,
+                                         const std::vector<double>& values, double noise,
+                                         bool standardize) {
+  absl::StatusOr<std::vector<HyperparameterInfo>> own = DescribeHyperparameters(part, {});
+  if (!own.ok()) return own.status();
+  HyperparameterSettings settings;
+  size_t k = 0;
+  for (const HyperparameterInfo& info : *own) {
+    settings.fixed_values[info.name] = info.name == kNoiseName ? noise : values.at(k++);
+  }
+  return PrepareModel(data, part, standardize, XScaling{}, settings);
+}
+
+// The components of `kernel`: its summands (the kernel itself when it is not a sum), a change
+// summand split into its two regimes. Parameter names are numbered over the whole kernel
+// ("SE#2.lengthscale") but over a part alone in its own model ("SE.lengthscale"); both lists
+// follow the numerics' post-order (base leaves, a change node after its operands) and a
+// summand's, or an operand's, parameters are a contiguous run of the whole kernel's
+// (DescribeHyperparameters, core/hyperparameters.h), so names are matched by position.
 absl::StatusOr<std::vector<SummandModel>> SummandModels(
     const Dataset& data, const KernelExpr& kernel,
     const std::map<std::string, double>& natural_values, bool standardize) {
@@ -92,26 +132,77 @@ absl::StatusOr<std::vector<SummandModel>> SummandModels(
   }
   absl::StatusOr<std::vector<HyperparameterInfo>> whole = DescribeHyperparameters(kernel, {});
   if (!whole.ok()) return whole.status();
+  auto value_of = [&](const std::string& name) -> absl::StatusOr<double> {
+    auto it = natural_values.find(name);
+    if (it == natural_values.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("hyperparameters: no value for '", name, "'"));
+    }
+    return it->second;
+  };
+  absl::StatusOr<double> noise = value_of(std::string(kNoiseName));
+  if (!noise.ok()) return noise.status();
+  auto count = [](const KernelExpr& part) -> absl::StatusOr<size_t> {
+    absl::StatusOr<std::vector<HyperparameterInfo>> own = DescribeHyperparameters(part, {});
+    if (!own.ok()) return own.status();
+    return own->size() - 1;  // without the noise
+  };
   std::vector<SummandModel> out;
   size_t offset = 0;
   for (const KernelExpr& part : parts) {
-    absl::StatusOr<std::vector<HyperparameterInfo>> own = DescribeHyperparameters(part, {});
-    if (!own.ok()) return own.status();
-    HyperparameterSettings settings;
-    for (const HyperparameterInfo& info : *own) {
-      const std::string& whole_name =
-          info.name == kNoiseName ? std::string(kNoiseName) : (*whole)[offset++].name;
-      auto it = natural_values.find(whole_name);
-      if (it == natural_values.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("hyperparameters: no value for '", whole_name, "'"));
-      }
-      settings.fixed_values[info.name] = it->second;
+    absl::StatusOr<size_t> n_part = count(part);
+    if (!n_part.ok()) return n_part.status();
+    std::vector<double> values;
+    for (size_t k = 0; k < *n_part; ++k) {
+      absl::StatusOr<double> v = value_of((*whole)[offset + k].name);
+      if (!v.ok()) return v.status();
+      values.push_back(*v);
     }
-    absl::StatusOr<PreparedModel> prepared =
-        PrepareModel(data, part, standardize, XScaling{}, settings);
-    if (!prepared.ok()) return prepared.status();
-    out.push_back(SummandModel{part, *std::move(prepared)});
+    if (!part.is_change()) {
+      absl::StatusOr<PreparedModel> prepared =
+          FixedModel(data, part, values, *noise, standardize);
+      if (!prepared.ok()) return prepared.status();
+      out.push_back(SummandModel{part, *std::move(prepared)});
+      offset += *n_part;
+      continue;
+    }
+    // A change: its operands' parameters, then its own (location, transition[, width]) last.
+    absl::StatusOr<size_t> n_first = count(part.operands[0]);
+    if (!n_first.ok()) return n_first.status();
+    absl::StatusOr<size_t> n_second = count(part.operands[1]);
+    if (!n_second.ok()) return n_second.status();
+    const size_t own_start = *n_first + *n_second;
+    const std::string& own_name = (*whole)[offset + own_start].name;  // "CP#2.location"
+    const std::string label = own_name.substr(0, own_name.rfind('.'));
+    const int column = std::max(part.active_dim, 0);
+    if (column >= data.num_dims()) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel: ", label, " reads input column ",
+                                                     column, " but the data have ",
+                                                     data.num_dims()));
+    }
+    // The training inputs' frame of the kernel evaluator (SetInputFrame).
+    const double lo = data.x.col(column).minCoeff(), hi = data.x.col(column).maxCoeff();
+    const double range = hi > lo ? hi - lo : 1.0;
+    const bool point = part.kind == KernelExpr::Kind::kChangePoint;
+    for (int side = 0; side < 2; ++side) {
+      const size_t start = side == 0 ? 0 : *n_first;
+      const size_t size = side == 0 ? *n_first : *n_second;
+      std::vector<double> operand_values(values.begin() + start, values.begin() + start + size);
+      absl::StatusOr<PreparedModel> prepared =
+          FixedModel(data, part.operands[side], operand_values, *noise, standardize);
+      if (!prepared.ok()) return prepared.status();
+      SummandModel regime{part.operands[side], *std::move(prepared)};
+      regime.regime = absl::StrCat(label, " ",
+                                   point ? (side == 0 ? "before" : "after")
+                                         : (side == 0 ? "outside" : "inside"));
+      regime.change_kind = part.kind;
+      regime.column = column;
+      regime.location = lo + (values[own_start] - 1.0) * range;
+      regime.transition = values[own_start + 1] * range;
+      if (!point) regime.width = values[own_start + 2] * range;
+      regime.second = side == 1;
+      out.push_back(std::move(regime));
+    }
+    offset += *n_part;
   }
   return out;
 }
@@ -170,6 +261,7 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
     for (const SummandModel& summand : summands) {
       PredictionComponent c;
       c.kernel = ToString(summand.kernel);
+      c.regime = summand.regime;
       c.mean.resize(m);
       c.variance.resize(m);
       p.components.push_back(std::move(c));
@@ -191,13 +283,21 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
       p.variance(start + j) = std::max(0.0, prior_var - v.col(j).squaredNorm()) * scale * scale;
     }
     for (size_t c = 0; c < summands.size(); ++c) {
-      const GpModel& part = summands[c].prepared.model;
-      const Eigen::MatrixXd k_part = part.CrossCovariance(none, data.x, rows);  // K_k(X, x*)
+      const SummandModel& summand = summands[c];
+      const GpModel& part = summand.prepared.model;
+      Eigen::MatrixXd k_part = part.CrossCovariance(none, data.x, rows);  // K_k(X, x*)
+      Eigen::ArrayXd weight_new = Eigen::ArrayXd::Ones(cols);
+      if (!summand.regime.empty()) {
+        weight_new = RegimeWeight(summand, rows);
+        k_part = RegimeWeight(summand, data.x).matrix().asDiagonal() * k_part *
+                 weight_new.matrix().asDiagonal();
+      }
       PredictionComponent& out = p.components[c];
       out.mean.segment(start, cols) = (k_part.transpose() * alpha).array() * scale;
       const Eigen::MatrixXd v_part = cholesky.lower().triangularView<Eigen::Lower>().solve(k_part);
       for (Eigen::Index j = 0; j < cols; ++j) {
-        const double prior_var = part.CrossCovariance(none, rows.row(j), rows.row(j))(0, 0);
+        const double prior_var = weight_new(j) * weight_new(j) *
+                                 part.CrossCovariance(none, rows.row(j), rows.row(j))(0, 0);
         out.variance(start + j) =
             std::max(0.0, prior_var - v_part.col(j).squaredNorm()) * scale * scale;
       }

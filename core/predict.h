@@ -29,10 +29,20 @@ namespace gpsel {
 //   mean_k = K_k(x*, X) K⁻¹ y,   var_k = k_k(x*, x*) − K_k(x*, X) K⁻¹ K_k(X, x*),
 // the decomposition ABCD draws (trend, seasonal, ... of Mauna Loa). On the original y scale
 // without the standardisation's shift: Σ_k mean_k + standardization.mean = Prediction::mean.
+// A summand that is a change, CP(k1, k2) = (1 − σ)k1(1 − σ') + σ k2 σ' (core/kernel_expr.h), is
+// split into its two regimes, each a summand of its own: f = (1 − σ(x)) f1(x) + σ(x) f2(x)
+// with f1, f2 independent, so the same formulas hold with K_k = (1 − σ)(1 − σ')ᵀ ∘ K_1 and
+// σσ'ᵀ ∘ K_2 (CW: the window's a(x) for σ), and the two add up to the change's posterior.
 struct PredictionComponent {
-  std::string kernel;  // canonical text of the summand
+  // Canonical text of the summand; of the regime's operand (k1 or k2) for a regime.
+  std::string kernel;
+  // Empty for a summand; for a regime the change's label and its side: "CP before",
+  // "CP after", "CW[1] outside", "CW[1] inside" ("CP#2 …" when a kernel has several).
+  std::string regime;
   Eigen::VectorXd mean;
   Eigen::VectorXd variance;  // of f_k alone (its covariance with the others is not kept)
+  // "CP before: C*SE" for a regime, the kernel's text for a summand.
+  std::string Name() const { return regime.empty() ? kernel : regime + ": " + kernel; }
 };
 
 // Posterior predictive at new inputs, on the original y scale.
@@ -41,7 +51,8 @@ struct Prediction {
   Eigen::VectorXd variance;        // of the latent f (noise excluded)
   Eigen::VectorXd noise_variance;  // σ² on the original scale, per point (constant)
   // With PredictOptions::components: one per top-level summand of the kernel, in the canonical
-  // order (a single one, equal to the whole latent posterior, when the kernel is not a sum).
+  // order (a single one, equal to the whole latent posterior, when the kernel is not a sum);
+  // a summand that is a changepoint or changewindow gives two, its regimes (first, second).
   std::vector<PredictionComponent> components;
   // With PredictOptions::samples = K: K joint draws of the latent f at the new inputs from its
   // posterior N(mean, Σ*) (noise excluded), K × m, row k the k-th function; empty otherwise.

@@ -240,15 +240,22 @@ namespace {
 // Every node of `node`'s canonical tree wrapped as CP(S, S) / CW(S, S), in place.
 void CollectChangeRewrites(const KernelExpr& node, const SearchOperators& operators,
                            std::vector<KernelExpansion>* out) {
-  if (operators.change_point) {
-    out->push_back({KernelExpr::ChangePoint(node, node),
-                    absl::StrCat(Bracketed(node), " -> CP(", ToString(node), ",", ToString(node),
-                                 ")")});
-  }
-  if (operators.change_window) {
-    out->push_back({KernelExpr::ChangeWindow(node, node),
-                    absl::StrCat(Bracketed(node), " -> CW(", ToString(node), ",", ToString(node),
-                                 ")")});
+  // Unpinned (column 0) when no columns are listed, else one pinned move per column.
+  std::vector<int> columns = operators.columns;
+  if (columns.empty()) columns.push_back(-1);
+  const std::string operand = ToString(node);
+  for (const int column : columns) {
+    const std::string pin = column >= 0 ? absl::StrCat("[", column, "]") : "";
+    if (operators.change_point) {
+      out->push_back({KernelExpr::ChangePoint(node, node, column),
+                      absl::StrCat(Bracketed(node), " -> CP", pin, "(", operand, ",", operand,
+                                   ")")});
+    }
+    if (operators.change_window) {
+      out->push_back({KernelExpr::ChangeWindow(node, node, column),
+                      absl::StrCat(Bracketed(node), " -> CW", pin, "(", operand, ",", operand,
+                                   ")")});
+    }
   }
   for (size_t i = 0; i < node.operands.size(); ++i) {
     std::vector<KernelExpansion> inner;
@@ -307,8 +314,14 @@ absl::StatusOr<SearchOperators> ParseSearchOperators(std::string_view list) {
 }
 
 std::string SearchOperatorsText(const SearchOperators& operators) {
-  return absl::StrCat("+,*", operators.change_point ? ",CP" : "",
-                      operators.change_window ? ",CW" : "");
+  return absl::StrJoin(SearchOperatorNames(operators), ",");
+}
+
+std::vector<std::string> SearchOperatorNames(const SearchOperators& operators) {
+  std::vector<std::string> names = {"+", "*"};
+  if (operators.change_point) names.push_back("CP");
+  if (operators.change_window) names.push_back("CW");
+  return names;
 }
 
 std::vector<KernelExpr> DefaultBaseKernels() {
@@ -596,6 +609,14 @@ std::string SearchResult::Summary() const {
   std::string out = absl::StrFormat(
       "Compositional kernel search: metric %s, at most %d base kernels, beam %d, %d thread%s\n",
       metric, max_depth, beam_width, threads, threads == 1 ? "" : "s");
+  if (operators.change_point || operators.change_window) {
+    absl::StrAppend(&out, "moves: ", SearchOperatorsText(operators),
+                    operators.columns.empty()
+                        ? ""
+                        : absl::StrCat(" (changes along column(s) ",
+                                       absl::StrJoin(operators.columns, ","), ")"),
+                    "\n");
+  }
   absl::StrAppendFormat(&out, "best kernel: %s   %s = %.4f", ToString(best_kernel), metric,
                         best_score);
   if (best_uncertainty > 0) absl::StrAppendFormat(&out, " +- %.4f", best_uncertainty);
@@ -712,6 +733,7 @@ class KernelSearchRun {
   CandidateScorer scorer_;
   std::unique_ptr<ThreadPool> pool_;
   ScoreOptions score_options_;  // options_.score, with pool_ for the fits when threads_ > 1
+  SearchOperators operators_;   // options_.operators, with the columns filled in (Prepare)
   int threads_ = 1;
   std::atomic<bool> cancelled_{false};
   absl::Status cancel_status_;
@@ -828,6 +850,19 @@ absl::Status KernelSearchRun::Prepare() {
           "base_kernels: '", ToString(base), "' reads input column ", base.active_dim,
           " but the data have ", data_.num_dims(), " column(s)"));
     }
+  }
+  for (const int column : options_.operators.columns) {
+    if (column < 0 || column >= data_.num_dims()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("operators: a change move reads input column ", column,
+                       " but the data have ", data_.num_dims(), " column(s)"));
+    }
+  }
+  // On several columns a change may happen along any of them: one pinned move per column.
+  operators_ = options_.operators;
+  if (operators_.columns.empty() && data_.num_dims() > 1 &&
+      (operators_.change_point || operators_.change_window)) {
+    for (int c = 0; c < data_.num_dims(); ++c) operators_.columns.push_back(c);
   }
   if (absl::StatusOr<Standardization> s =
           ComputeStandardization(data_.y, options_.score.standardize);
@@ -1147,7 +1182,7 @@ std::vector<KernelSearchRun::Slot> KernelSearchRun::Candidates(int depth,
     const std::string parent_text = ToString(parent);
     step->expanded.push_back(parent_text);
     for (KernelExpansion& expansion :
-         ExpandKernel(parent, base_kernels_, options_.max_depth, options_.operators)) {
+         ExpandKernel(parent, base_kernels_, options_.max_depth, operators_)) {
       // A kernel already in the beam is not its own competitor.
       if (std::find(beam.begin(), beam.end(), expansion.kernel) != beam.end()) continue;
       if (!in_step.insert(expansion.kernel).second) continue;
@@ -1220,6 +1255,7 @@ absl::StatusOr<SearchResult> KernelSearchRun::Run() {
   result.max_depth = options_.max_depth;
   result.beam_width = options_.beam_width;
   result.threads = threads_;
+  result.operators = operators_;
 
   std::vector<KernelExpr> beam;
   std::optional<Slot> best;

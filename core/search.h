@@ -71,14 +71,21 @@ std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
 // core/kernel_expr.h). Each adds one candidate per subexpression S whose doubled size stays
 // within the depth limit (CP(S, S) has twice S's base kernels): for a kernel with s
 // subexpressions, up to s more candidates per operator next to the 2·|B|·s of + and *.
+// On data with several input columns the moves are pinned, one candidate per column the change
+// may read (CP[c](S, S) for c in `columns`): up to s·|columns| per operator.
 struct SearchOperators {
   bool change_point = false;
   bool change_window = false;
+  // Columns a change move's σ reads: empty = unpinned (column 0). RunKernelSearch fills in
+  // every column of data with two or more columns when it is empty.
+  std::vector<int> columns;
 };
 // Parses "+,*" (the default), "+,*,CP", "+,*,CP,CW" (case-insensitive for CP/CW, any order).
 // INVALID_ARGUMENT naming "operators" for an unknown entry, a duplicate or a missing + or *.
 absl::StatusOr<SearchOperators> ParseSearchOperators(std::string_view list);
 std::string SearchOperatorsText(const SearchOperators& operators);  // "+,*,CP"
+// The entries of SearchOperatorsText: {"+", "*", "CP"}.
+std::vector<std::string> SearchOperatorNames(const SearchOperators& operators);
 // ExpandKernel with the change moves of `operators` appended (after the + and * rewrites, the
 // same deduplication and depth limit).
 std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
@@ -320,6 +327,8 @@ struct SearchResult {
   int max_depth = 0;
   int beam_width = 0;
   int threads = 1;
+  // The moves the search used (SearchOptions::operators, with the columns it filled in).
+  SearchOperators operators;
   double seconds = 0.0;
   // What ScoreOptions::approx chose for the candidates (e.g. "auto: sparse (exact estimated
   // 2:13:05 > 60 s)"); empty for an exact search.

@@ -244,6 +244,12 @@ void AddSearchFlags(CLI::App& sub, SearchFlags& flags, bool with_score_kept) {
                  "comma-separated base kernels (SE, MAT12, MAT32, MAT52, LIN, PER, RQ, C; "
                  "optionally pinned to an input column, e.g. SE[1])")
       ->capture_default_str();
+  sub.add_option("--operators", flags.operators,
+                 "search moves: +,* (CKS) plus CP (S -> CP(S,S), a changepoint) and/or CW "
+                 "(S -> CW(S,S), a changewindow), e.g. +,*,CP,CW; each adds one candidate per "
+                 "subexpression whose doubled size fits --depth (per input column on data with "
+                 "several columns: CP[c](S,S))")
+      ->capture_default_str();
   sub.add_option("--depth", flags.depth, "at most this many base kernels (1..10)")
       ->capture_default_str();
   sub.add_option("--metric", flags.metric,
@@ -270,6 +276,9 @@ absl::StatusOr<SearchOptions> SearchOptionsFromFlags(const SearchFlags& search,
   absl::StatusOr<std::vector<KernelExpr>> bases = ParseBaseKernelList(search.base);
   if (!bases.ok()) return bases.status();
   options.base_kernels = *std::move(bases);
+  absl::StatusOr<SearchOperators> operators = ParseSearchOperators(search.operators);
+  if (!operators.ok()) return operators.status();
+  options.operators = *std::move(operators);
   options.max_depth = search.depth;
   options.metric = absl::AsciiStrToLower(search.metric);
   options.beam_width = search.beam;

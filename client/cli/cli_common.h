@@ -105,13 +105,15 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromFlags(const FitFlags& flags);
 // The search flags of `gpsel search` and `gpsel report --search`.
 struct SearchFlags {
   std::string base = "SE,LIN,MAT32";
+  std::string operators = "+,*";
   int depth = 3;
   std::string metric = "lap0";
   int beam = 1;
   bool warm_start = true;
   bool score_kept = false;
 };
-// --base --depth --metric --beam --warm-start/--no-warm-start, and --score-kept when asked.
+// --base --operators --depth --metric --beam --warm-start/--no-warm-start, and --score-kept
+// when asked.
 void AddSearchFlags(CLI::App& sub, SearchFlags& flags, bool with_score_kept);
 // The one place the search flags become core's options: candidates fitted in parallel on
 // --threads, each candidate's fit on one thread; the score options from ScoreOptionsFromFlags.

@@ -108,6 +108,16 @@ void PrintTable(const PredictResult& out, const Eigen::MatrixXd& x_new) {
     }
     std::cout << "\n";
   }
+  // With --components: each summand's posterior (a change's two regimes apart), on y's scale
+  // without its mean: they add up to the mean above minus the mean of y.
+  for (const PredictionComponent& c : p.components) {
+    std::cout << "component " << c.Name() << "\n";
+    std::cout << absl::StrFormat("%-24s %14s %14s\n", "x", "mean", "sd");
+    for (Eigen::Index i = 0; i < x_new.rows(); ++i) {
+      std::cout << absl::StrFormat("%-24s %14.6g %14.6g\n", FormatInputs(x_new, i), c.mean(i),
+                                   std::sqrt(std::max(0.0, c.variance(i))));
+    }
+  }
 }
 
 // One row per new input: its columns, then mean, sd of f, sd of y (f plus noise).
@@ -254,8 +264,9 @@ CommandRunner SetupPredict(CLI::App& sub) {
                  "CSV of new inputs, d columns, optional header (- for stdin)");
   sub.add_option("--grid", flags->grid, "1-D grid START:STOP:N of new inputs");
   sub.add_flag("--components", flags->components,
-               "also the posterior of each summand of the kernel (JSON: PredictResponse "
-               "components)");
+               "also the posterior of each summand of the kernel, a changepoint or "
+               "changewindow split into its two regimes (\"CP before: C*SE\", \"CP after: "
+               "...\"; table and JSON: PredictResponse components)");
   sub.add_option("--hyperparameter", flags->hyperparameters,
                  "natural value NAME=VALUE of every parameter (default: fit them)");
   sub.add_option("--objective", flags->objective, "fit used when none are given: map or mll")

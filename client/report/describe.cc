@@ -312,13 +312,21 @@ static absl::StatusOr<std::string> DescribeChangePart(
     if (!v.ok()) return v.status();
     own[parameter] = *v;
   }
+  // With the regimes' levels: "from about 1100 (<first>) to about 850 (<second>)".
+  std::string first_text = *first, second_text = *second;
+  if (auto levels = units.change_levels.find(prefix); levels != units.change_levels.end()) {
+    const std::string y_unit = units.y.empty() ? "" : absl::StrCat(" ", units.y);
+    first_text = absl::StrCat("about ", About(levels->second.first), y_unit, " (", *first, ")");
+    second_text = absl::StrCat("about ", About(levels->second.second), y_unit, " (", *second, ")");
+  }
   if (part.kind == KernelExpr::Kind::kChangePoint) {
     return absl::StrCat("a change at about ", place(own["location"]), spread(prefix),
-                        " from ", *first, " to ", *second);
+                        " from ", first_text, " to ", second_text);
   }
   const double half = 0.5 * own["width"];
-  return absl::StrCat(*first, ", with a window from about ", place(own["location"] - half),
-                      " to ", place(own["location"] + half), spread(prefix), " of ", *second);
+  return absl::StrCat(first_text, ", with a window from about ", place(own["location"] - half),
+                      " to ", place(own["location"] + half), spread(prefix), " of ",
+                      second_text);
 }
 
 std::string UnitFromColumnName(const std::string& name) {

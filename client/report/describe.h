@@ -35,6 +35,11 @@ struct Units {
   // Laplace standard deviations of change locations in x's units, by the change's label in
   // the whole kernel ("CP", "CW#2"; core/change_summary.h), said as "± 1.1 years".
   std::map<std::string, double> change_location_sd;
+  // Levels of y (its units, the mean included) on either side of a change, by the change's
+  // label: before/after a CP, outside/inside a CW, said as "from about 1100 (…) to about 850
+  // (…)". The report passes the mean of each regime's posterior (core/predict.h) over the
+  // data on its side, plus y's mean.
+  std::map<std::string, std::pair<double, double>> change_levels;
 };
 
 // One summand's words and the numbers they used (natural values in the user's units).

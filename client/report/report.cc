@@ -8,12 +8,14 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -129,6 +131,7 @@ FigureSpec ComponentsFigure(const ReportInputs& in, const KernelDescription& wor
   const std::vector<double> x = ToStd(in.grid.col(0));
   const auto& components = in.on_grid.prediction.components;
   fig.height = std::max(in.on_grid.prediction.components.size() * 230, size_t{300});
+  size_t summand = 0;
   for (size_t k = 0; k < components.size(); ++k) {
     const PredictionComponent& c = components[k];
     std::vector<double> mean = ToStd(c.mean), low, high;
@@ -138,8 +141,13 @@ FigureSpec ComponentsFigure(const ReportInputs& in, const KernelDescription& wor
       high.push_back(mean[i] + 2 * sd);
     }
     Panel panel;
-    const std::string said = k < words.components.size() ? words.components[k].text : "";
-    panel.title = absl::StrCat(k + 1, ". ", c.kernel, said.empty() ? "" : ": ", said);
+    // words.components has one entry per summand; a change summand comes as two regimes
+    // (first, second side), titled by their side.
+    std::string said;
+    if (c.regime.empty() && summand < words.components.size()) said = words.components[summand].text;
+    const bool first_side = absl::EndsWith(c.regime, " before") || absl::EndsWith(c.regime, " outside");
+    if (!first_side) ++summand;
+    panel.title = absl::StrCat(k + 1, ". ", c.Name(), said.empty() ? "" : ": ", said);
     panel.x_label = k + 1 == components.size() ? in.x_label : "";
     panel.y_label = in.y_label;
     panel.legend = k == 0;
@@ -723,12 +731,48 @@ std::map<std::string, double> ComponentAmplitudes(const ReportInputs& in) {
     }
     if (count < 2) continue;
     const double mean = sum / count;
-    amplitudes[c.kernel] = std::sqrt(std::max(0.0, sum_squares / count - mean * mean));
+    amplitudes[c.Name()] = std::sqrt(std::max(0.0, sum_squares / count - mean * mean));
   }
   return amplitudes;
 }
 
 namespace {
+// The levels of y on either side of a top-level change (Units::change_levels): the mean of
+// each regime's posterior over the grid points inside the data on its side (CP: before/after
+// the location; CW: outside/inside the window), plus y's mean. Absent when the grid has no
+// such points or the prediction has no regimes for the change.
+std::optional<std::pair<double, double>> ChangeLevels(const ReportInputs& in,
+                                                      const ChangeSummary& change) {
+  if (in.grid.cols() != 1 || change.column != 0 || in.data.num_points() == 0) return std::nullopt;
+  const double lo = in.data.x.col(0).minCoeff(), hi = in.data.x.col(0).maxCoeff();
+  const bool point = change.kind == KernelExpr::Kind::kChangePoint;
+  auto second_side = [&](double x) {
+    return point ? x > change.location
+                 : std::abs(x - change.location) < 0.5 * change.width;
+  };
+  const double shift = in.on_grid.standardization.applied ? in.on_grid.standardization.mean : 0.0;
+  std::optional<double> levels[2];
+  for (const PredictionComponent& c : in.on_grid.prediction.components) {
+    for (int side = 0; side < 2; ++side) {
+      const std::string name =
+          absl::StrCat(change.label, " ", point ? (side ? "after" : "before")
+                                                : (side ? "inside" : "outside"));
+      if (c.regime != name || c.mean.size() != in.grid.rows()) continue;
+      double sum = 0;
+      int count = 0;
+      for (Eigen::Index i = 0; i < in.grid.rows(); ++i) {
+        const double x = in.grid(i, 0);
+        if (x < lo || x > hi || second_side(x) != (side == 1)) continue;
+        sum += c.mean(i);
+        ++count;
+      }
+      if (count > 0) levels[side] = sum / count + shift;
+    }
+  }
+  if (!levels[0] || !levels[1]) return std::nullopt;
+  return std::make_pair(*levels[0], *levels[1]);
+}
+
 // The chosen kernel in words (client/report/describe.h): its fit for the metric, the data's x range,
 // the summands' amplitudes.
 absl::StatusOr<KernelDescription> DescribeChosen(const ReportInputs& in) {
@@ -748,6 +792,7 @@ absl::StatusOr<KernelDescription> DescribeChosen(const ReportInputs& in) {
     if (changes.ok()) {
       for (const ChangeSummary& change : *changes) {
         if (change.location_sd) units.change_location_sd[change.label] = *change.location_sd;
+        if (auto levels = ChangeLevels(in, change)) units.change_levels[change.label] = *levels;
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -558,6 +559,7 @@ void ToProto(const PredictResult& result, v1::PredictResponse* proto) {
   for (const PredictionComponent& c : result.prediction.components) {
     v1::PredictionComponent* out = proto->add_components();
     out->set_kernel(c.kernel);
+    out->set_regime(c.regime);
     ToRepeated(c.mean, out->mutable_mean());
     ToRepeated(c.variance, out->mutable_variance());
   }
@@ -647,7 +649,7 @@ PredictResult FromProto(const v1::PredictResponse& proto) {
   if (proto.has_fit()) result.fit = FromProto(proto.fit());
   for (const v1::PredictionComponent& c : proto.components()) {
     result.prediction.components.push_back(
-        PredictionComponent{c.kernel(), ToVector(c.mean()), ToVector(c.variance())});
+        PredictionComponent{c.kernel(), c.regime(), ToVector(c.mean()), ToVector(c.variance())});
   }
   result.method = proto.method().empty() ? "exact" : proto.method();
   result.num_inducing = proto.inducing_points();
@@ -968,6 +970,40 @@ EvidenceResult FromProto(const v1::EvidenceResult& proto) {
 
 // ---- search -------------------------------------------------------------------------------
 
+namespace {
+// SearchRequest.operators: each entry checked on its own so that a violation names
+// "operators[i]"; the list as a whole must hold + and * (ParseSearchOperators' rule).
+SearchOperators ParseOperators(const google::protobuf::RepeatedPtrField<std::string>& entries,
+                               ViolationList* violations) {
+  SearchOperators operators;
+  if (entries.empty()) return operators;
+  bool plus = false, times = false, entries_ok = true;
+  for (int i = 0; i < entries.size(); ++i) {
+    const std::string field = absl::StrCat("operators[", i, "]");
+    const std::string name = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(entries[i]));
+    bool* flag = name == "+"    ? &plus
+                 : name == "*"  ? &times
+                 : name == "CP" ? &operators.change_point
+                 : name == "CW" ? &operators.change_window
+                                : nullptr;
+    if (flag == nullptr) {
+      violations->emplace_back(
+          field, absl::StrCat("unknown search move '", entries[i], "' (known: +, *, CP, CW)"));
+      entries_ok = false;
+    } else if (*flag) {
+      violations->emplace_back(field, absl::StrCat("'", name, "' is listed twice"));
+      entries_ok = false;
+    } else {
+      *flag = true;
+    }
+  }
+  if (entries_ok && (!plus || !times)) {
+    violations->emplace_back("operators", "must include + and * (CKS's own moves)");
+  }
+  return operators;
+}
+}  // namespace
+
 absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& request) {
   ViolationList violations;
   SearchOptions options;
@@ -1004,6 +1040,7 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
                         ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()))
                         : request.threads();
   options.score_kept_kernels = request.score_kept_kernels();
+  options.operators = ParseOperators(request.operators(), &violations);
   ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
   options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
   GPSEL_RETURN_IF_ERROR(ViolationsStatus(violations));
@@ -1019,6 +1056,12 @@ void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* reque
   request->set_warm_start(options.warm_start);
   request->set_threads(options.threads);
   request->set_score_kept_kernels(options.score_kept_kernels);
+  request->clear_operators();
+  if (options.operators.change_point || options.operators.change_window) {
+    for (const std::string& name : SearchOperatorNames(options.operators)) {
+      request->add_operators(name);
+    }
+  }
   ToProto(FitSettingsOf(options.score), request->mutable_fit());
   request->clear_metrics();
   for (Metric m : options.score.metrics) request->add_metrics(std::string(MetricName(m)));
@@ -1070,6 +1113,11 @@ void ToProto(const SearchResult& result, v1::SearchResult* proto) {
   proto->set_approx_note(result.approx_note);
   for (const std::string& k : result.exact_rescored) proto->add_exact_rescored(k);
   proto->set_exact_rescore_note(result.exact_rescore_note);
+
+  for (const std::string& name : SearchOperatorNames(result.operators)) {
+    proto->add_operators(name);
+  }
+  for (const int column : result.operators.columns) proto->add_change_columns(column);
 }
 
 absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
@@ -1122,6 +1170,12 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
   result.approx_note = proto.approx_note();
   result.exact_rescored.assign(proto.exact_rescored().begin(), proto.exact_rescored().end());
   result.exact_rescore_note = proto.exact_rescore_note();
+
+  for (const std::string& name : proto.operators()) {
+    if (name == "CP") result.operators.change_point = true;
+    if (name == "CW") result.operators.change_window = true;
+  }
+  result.operators.columns.assign(proto.change_columns().begin(), proto.change_columns().end());
   return result;
 }
 

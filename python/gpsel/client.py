@@ -139,10 +139,13 @@ class Client:
 
     def _search_request(self, x, y, data, base_kernels, metric, max_depth, beam_width,
                         n_restarts_optimizer, random_state, normalize_y, scale_x, missing,
-                        x_unit):
+                        x_unit, operators=None):
         request = pb.SearchRequest()
         self._dataset(request.dataset, x, y, data, missing, x_unit)
         request.base_kernels.extend(list(base_kernels or ()))
+        if isinstance(operators, str):
+            operators = operators.split(",")
+        request.operators.extend([o.strip() for o in (operators or ())])
         request.metric = metric
         request.max_depth = int(max_depth)
         request.beam_width = int(beam_width)
@@ -187,13 +190,15 @@ class Client:
                       random_state: Optional[int] = None, normalize_y: bool = True,
                       scale_x: Optional[str] = None, missing: str = "error",
                       x_unit: str = "years", approx: Optional[str] = None,
-                      inducing_points: Optional[int] = None
+                      inducing_points: Optional[int] = None,
+                      operators: Optional[Sequence[str]] = None
                       ) -> Iterator[Union[Progress, SearchResult]]:
         """Compositional kernel search as it runs: yields Progress events, then one
-        SearchResult (last)."""
+        SearchResult (last). operators: the search moves, ["+", "*"] (default) plus "CP"
+        (S -> CP(S, S), a changepoint) and/or "CW" (a changewindow), or "+,*,CP"."""
         request = self._search_request(x, y, data, base_kernels, metric, max_depth, beam_width,
                                        n_restarts_optimizer, random_state, normalize_y, scale_x,
-                                       missing, x_unit)
+                                       missing, x_unit, operators)
         self._approx(request.fit, approx, inducing_points)
         for event in self._stream(self._stub.Search, request):
             if event.HasField("progress"):
@@ -307,12 +312,12 @@ class Client:
                       base_kernels=None, metric="lap0", max_depth=3, beam_width=1,
                       n_restarts_optimizer=None, random_state=None, normalize_y=True,
                       scale_x=None, missing="error", x_unit="years", approx=None,
-                      inducing_points=None) -> Job:
+                      inducing_points=None, operators=None) -> Job:
         """search() as a job on the server's queue."""
         request = pb.SubmitSearchRequest(request_id=request_id or uuid.uuid4().hex)
         request.search.CopyFrom(self._search_request(
             x, y, data, base_kernels, metric, max_depth, beam_width, n_restarts_optimizer,
-            random_state, normalize_y, scale_x, missing, x_unit))
+            random_state, normalize_y, scale_x, missing, x_unit, operators))
         self._approx(request.search.fit, approx, inducing_points)
         return Job.from_proto(self._call(self._stub.SubmitSearch, request).job)
 

@@ -163,6 +163,8 @@ class SearchResult:
     stop_reason: str
     seconds: float
     proto: Any = field(repr=False, compare=False, default=None)
+    # The search moves used: ["+", "*"] plus "CP"/"CW" when on.
+    operators: List[str] = field(default_factory=list)
 
     @classmethod
     def from_proto(cls, m):
@@ -171,7 +173,7 @@ class SearchResult:
                       for step in m.steps for c in step.candidates]
         return cls(m.metric, m.best_kernel, m.best_score,
                    KernelScore.from_proto(m.best) if m.HasField("best") else None, candidates,
-                   m.stop_reason, m.seconds, m)
+                   m.stop_reason, m.seconds, m, list(m.operators))
 
     def to_pandas(self):
         """One row per candidate scored: depth, kernel, parent, score, ok, chosen, error."""

@@ -447,6 +447,8 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
     SizeChecks sizes;
     sizes.Count("base_kernels", request.base_kernels_size(), kMaxSearchBaseKernels);
     sizes.EntryBytes("base_kernels", request.base_kernels(), kMaxListEntryBytes);
+    sizes.Count("operators", request.operators_size(), kMaxSearchOperators);
+    sizes.EntryBytes("operators", request.operators(), kMaxListEntryBytes);
     sizes.Count("metrics", request.metrics_size(), kMaxMetricsPerRequest);
     sizes.EntryBytes("metrics", request.metrics(), kMaxListEntryBytes);
     sizes.Fit("fit", request.fit());

@@ -69,6 +69,7 @@ struct ServiceLimits {
 inline constexpr int kMaxMetricsPerRequest = 32;        // ScoreRequest/SearchRequest.metrics
 inline constexpr int kMaxLaplaceRValues = 64;           // ScoreRequest.laplace_r
 inline constexpr int kMaxSearchBaseKernels = 256;       // SearchRequest.base_kernels
+inline constexpr int kMaxSearchOperators = 16;          // SearchRequest.operators
 // Entries of fit.prior_overrides, fit.fixed_values, PredictRequest.hyperparameters.
 inline constexpr int kMaxParameterEntries = 256;
 inline constexpr size_t kMaxParameterNameBytes = 128;   // the keys of those maps

@@ -121,6 +121,23 @@ class LiveTest(unittest.TestCase):
         self.assertIn(result.best_kernel, set(candidates["kernel"]))
         self.assertEqual(result.metric, "lap0")
 
+    def test_a_search_with_the_changepoint_move_equals_the_cli(self):
+        # The Nile's level shift: with operators=[..., "CP"] the search over the constant base
+        # kernel finds CP(C,C), with the same score as the CLI's in-process search.
+        result = self.client.search(data=nile_frame(), x="date", y="flow", base_kernels=["C"],
+                                    max_depth=2, operators=["+", "*", "CP"],
+                                    n_restarts_optimizer=2, random_state=1)
+        reference = cli_json("search", "--data", os.path.join(DATA, "nile.csv"), "--base", "C",
+                             "--depth", "2", "--operators", "+,*,CP", "--restarts", "2",
+                             "--seed", "1")
+        self.assertEqual(result.best_kernel, "CP(C,C)")
+        self.assertEqual(result.best_kernel, reference["best_kernel"])
+        self.assertAlmostEqual(result.best_score, reference["best_score"], places=6)
+        self.assertEqual(result.operators, ["+", "*", "CP"])
+        with self.assertRaises(gpsel.InvalidArgument) as caught:
+            self.client.search(np.arange(5.0), np.arange(5.0), operators="+,*,XY")
+        self.assertIn("operators[2]", [v.field for v in caught.exception.field_violations])
+
     def test_predict_equals_the_cli(self):
         frame = nile_frame()
         given = {"SE.lengthscale": 20.0, "noise": 0.5}

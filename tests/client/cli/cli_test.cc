@@ -363,6 +363,9 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
                             " --kernel SE --grid 0:1:3 --hyperparameter SE.lengthscale=1"
                             " --hyperparameter noise=0.1 --json"},
       {"priors", "priors --kernel SE --json"},
+      {"predict_components", "predict --data " + std::string(GPSEL_DATA_DIR) +
+                                 "/nile.csv --kernel 'CP(C,C)' --grid 1880:1960:3 --restarts 1"
+                                 " --components --json"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -373,6 +376,26 @@ TEST(CliJsonTest, EveryCommandPrintsItsResponseMessageWithProtoFieldNames) {
     EXPECT_EQ(run.out.find("numHyperparameters"), std::string::npos);
     EXPECT_EQ(run.out.find("logLikelihood"), std::string::npos);
   }
+}
+
+// `search --operators`: the change moves in-process, the refusal of a bad list naming the
+// flag's entry; `predict --components` prints a change's two regimes by name.
+TEST(CliTest, ChangeMovesAndRegimes) {
+  const std::string nile = std::string(GPSEL_DATA_DIR) + "/nile.csv";
+  CliRun search = RunGpsel("search --data " + nile +
+                           " --base C --depth 2 --operators +,*,CP --restarts 1 --json");
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  nlohmann::json j = nlohmann::json::parse(search.out);
+  EXPECT_EQ(j["best_kernel"], "CP(C,C)");
+  EXPECT_EQ(j["operators"], nlohmann::json({"+", "*", "CP"}));
+  CliRun bad = RunGpsel("search --data " + nile + " --base C --operators +,*,XY");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, testing::HasSubstr("XY"));
+  CliRun regimes = RunGpsel("predict --data " + nile +
+                            " --kernel 'CP(C,C)' --grid 1880:1960:2 --restarts 1 --components");
+  ASSERT_EQ(regimes.exit_code, 0) << regimes.err;
+  EXPECT_THAT(regimes.out, testing::HasSubstr("component CP before: C"));
+  EXPECT_THAT(regimes.out, testing::HasSubstr("component CP after: C"));
 }
 
 // `search --score-kept`: each kept kernel's steps[].kept_score is what `score` prints for that

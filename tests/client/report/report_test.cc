@@ -88,6 +88,15 @@ TEST(DescribeKernelTest, AChangepointSaysWhereAndFromWhatToWhat) {
                                     {"CP.transition", 0.02}, {"noise", 0.1}},
                                    units);
   EXPECT_THAT(sum, HasSubstr("a change at about 1920"));
+  // With the regimes' levels (the report passes them from predict's regimes).
+  units.y = "m³/s";
+  units.change_levels["CP"] = {1097.3, 849.6};
+  EXPECT_THAT(Describe("CP(C, C)",
+                       {{"C#1.constant", 1.0}, {"C#2.constant", 2.0}, {"CP.location", 1.277},
+                        {"CP.transition", 0.01}, {"noise", 0.1}},
+                       units),
+              HasSubstr("a change at about 1898 (± 0.56 years) from about 1097 m³/s (a constant "
+                        "offset) to about 850 m³/s (a constant offset)"));
 }
 
 TEST(DescribeKernelTest, TheSlowestSummandIsTheTrendDownToATwentiethOfTheSpan) {

@@ -592,6 +592,52 @@ TEST_F(ServiceTest, SearchJobMatchesTheStreamingSearch) {
   EXPECT_EQ(as_job->best.metrics, bridge::FromProto(got.best()).metrics);
 }
 
+// The changepoint move (SearchRequest.operators) on the Nile: the streamed search, the search
+// as a job (its candidates tasks of the store) and the in-process search find the same kernel
+// with the same score; an unknown move is INVALID_ARGUMENT naming operators[i].
+TEST_F(ServiceTest, ChangepointSearchIsTheSameInProcessStreamedAndAsAJob) {
+  const Dataset data = LoadData("nile.csv");
+  SearchOptions options;
+  options.base_kernels = {*ParseKernel("C")};
+  options.operators.change_point = true;
+  options.max_depth = 2;
+  options.threads = 2;
+  options.score.fit.restarts = 1;
+  options.score.fit.seed = 3;
+  absl::StatusOr<SearchResult> local = RunKernelSearch(data, options);
+  ASSERT_TRUE(local.ok()) << local.status();
+  // Without the move the level shift has no kernel: C, C+C, C*C are all one constant.
+  EXPECT_EQ(ToString(local->best_kernel), "CP(C,C)");
+  std::unique_ptr<Client> client = Connect(server_->port());
+  absl::StatusOr<SearchResult> streamed = client->Search(data, options, nullptr);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  absl::StatusOr<SearchResult> as_job = client->SearchAsJob(data, options);
+  ASSERT_TRUE(as_job.ok()) << as_job.status();
+  for (const SearchResult* remote : {&*streamed, &*as_job}) {
+    EXPECT_EQ(ToString(remote->best_kernel), ToString(local->best_kernel));
+    EXPECT_EQ(remote->best_score, local->best_score);
+    EXPECT_EQ(remote->best.metrics, local->best.metrics);
+    EXPECT_TRUE(remote->operators.change_point);
+    EXPECT_FALSE(remote->operators.change_window);
+    ASSERT_EQ(remote->steps.size(), local->steps.size());
+    EXPECT_EQ(remote->steps.back().candidates.size(), local->steps.back().candidates.size());
+  }
+
+  v1::SearchRequest bad = bridge::SearchRequestOf(data, options);
+  bad.add_operators("XY");
+  EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
+              ElementsAre(Pair("operators[3]", HasSubstr("XY"))));
+  v1::SubmitSearchRequest bad_job;
+  *bad_job.mutable_search() = bad;
+  bad_job.set_request_id("changepoint-bad-operators");
+  EXPECT_THAT(bridge::FieldViolations(client->SubmitSearch(bad_job).status()),
+              ElementsAre(Pair("operators[3]", ::testing::_)));
+  bad.clear_operators();
+  bad.add_operators("CP");
+  EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
+              ElementsAre(Pair("operators", HasSubstr("+ and *"))));
+}
+
 // SubmitScore: the kernels as tasks in rounds; the result is the Score RPC's response.
 TEST_F(ServiceTest, ScoreJobMatchesTheScoreRpc) {
   const Dataset data = LoadData("interpretable_linear.csv");
