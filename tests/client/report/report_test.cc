@@ -212,13 +212,13 @@ TEST(ComponentAmplitudesTest, SdOfEachSummandsMeanWithinTheData) {
   in.data.y = Eigen::VectorXd::Zero(50);
   in.grid = FitGrid(in.data, 2001);
   const Eigen::VectorXd x = in.grid.col(0);
-  PredictionComponent sine{"PER", (2 * M_PI * x.array()).sin() * 3.0, Eigen::VectorXd()};
+  PredictionComponent sine{"PER", "", (2 * M_PI * x.array()).sin() * 3.0, Eigen::VectorXd()};
   // Outside [0, 2] the line is far off: it must not count.
   Eigen::VectorXd line = 5.0 * x;
   for (Eigen::Index i = 0; i < x.size(); ++i) {
     if (x[i] < 0 || x[i] > 2) line[i] = 1e3;
   }
-  PredictionComponent linear{"LIN", line, Eigen::VectorXd()};
+  PredictionComponent linear{"LIN", "", line, Eigen::VectorXd()};
   in.on_grid.prediction.components = {sine, linear};
   const std::map<std::string, double> amplitudes = ComponentAmplitudes(in);
   ASSERT_EQ(amplitudes.size(), 2u);

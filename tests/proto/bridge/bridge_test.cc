@@ -237,10 +237,15 @@ TEST(BridgeRoundTripTest, SearchRequestKeepsEveryOption) {
   options.threads = 2;
   options.warm_start = false;
   options.score_kept_kernels = true;
+  options.operators.change_point = true;
+  options.operators.change_window = true;
   options.score = UnusualScoreOptions();
   const v1::SearchRequest request = bridge::SearchRequestOf(Example(), options);
+  EXPECT_THAT(request.operators(), ::testing::ElementsAre("+", "*", "CP", "CW"));
   absl::StatusOr<SearchOptions> back = bridge::SearchOptionsFromProto(request);
   ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->operators.change_point);
+  EXPECT_TRUE(back->operators.change_window);
   EXPECT_EQ(back->max_depth, 4);
   EXPECT_EQ(back->metric, "bic");
   EXPECT_EQ(back->beam_width, 3);

@@ -631,7 +631,7 @@ TEST_F(ServiceTest, ChangepointSearchIsTheSameInProcessStreamedAndAsAJob) {
   *bad_job.mutable_search() = bad;
   bad_job.set_request_id("changepoint-bad-operators");
   EXPECT_THAT(bridge::FieldViolations(client->SubmitSearch(bad_job).status()),
-              ElementsAre(Pair("operators[3]", ::testing::_)));
+              ElementsAre(Pair("search.operators[3]", ::testing::_)));
   bad.clear_operators();
   bad.add_operators("CP");
   EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
