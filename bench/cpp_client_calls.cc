@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const gpsel::KernelExpr kernel = *gpsel::ParseKernel("SE");
-  const std::map<std::string, double> values = {{"SE.lengthscale", 1.0}, {"noise", 0.01}};
+  const std::map<std::string, double> values = {{"SE.lengthscale", 0.1}, {"noise", 0.05}};
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);

@@ -90,7 +90,7 @@ def live(server_bin, cpp_bin, data_path, calls):
     import subprocess
 
     import gpsel
-    values = {"SE.lengthscale": 1.0, "noise": 0.01}
+    values = {"SE.lengthscale": 0.1, "noise": 0.05}  # as bench/cpp_client_calls.cc
     import tempfile
     store = tempfile.mkdtemp(prefix="gpsel-bench-")
     server = subprocess.Popen([server_bin, "--listen", "127.0.0.1:0", "--metrics-listen", "",

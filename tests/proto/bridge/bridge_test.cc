@@ -358,6 +358,93 @@ void ExpectStableRoundTrip(const Core& result) {
                                                          << second.DebugString();
 }
 
+// A saved model and sampling options travel in PredictRequest (model 8, samples 9, seed 10) and
+// come out of validation as they went in; samples come back in PredictResponse (9, 10).
+TEST(BridgeRoundTripTest, SavedModelAndSamplesThroughValidation) {
+  const Dataset data = Example();
+  ScoreOptions score_options;
+  score_options.fit.restarts = 1;
+  score_options.metrics = {Metric::kMll, Metric::kMap, Metric::kLap0};
+  absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel("SE"), score_options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  PredictOptions options;
+  options.model = SaveModel(*score, data);
+  options.samples = 3;
+  options.seed = 99;
+  const Eigen::MatrixXd x_new = Eigen::VectorXd::LinSpaced(4, 0.0, 1.0);
+  const v1::PredictRequest request = bridge::PredictRequestOf(data, Kernel("SE"), x_new, options);
+  EXPECT_EQ(request.model().format(), "gpsel.v1.SavedModel");
+  EXPECT_EQ(request.model().data_hash(), DatasetHash(data));
+  absl::StatusOr<ValidPredict> valid = ValidatePredictRequest(request, ServiceLimits{});
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  ASSERT_TRUE(valid->options.model.has_value());
+  EXPECT_EQ(valid->options.samples, 3);
+  EXPECT_EQ(valid->options.seed, 99u);
+  EXPECT_EQ(valid->options.model->map_fit->values, score->map_fit->values);
+  const v1::PredictRequest again =
+      bridge::PredictRequestOf(valid->data, valid->kernel, valid->x_new, valid->options);
+  EXPECT_TRUE(MessageDifferencer::Equals(request, again)) << request.DebugString() << "\nvs\n"
+                                                          << again.DebugString();
+  // The response: the samples matrix and its jitter, bit for bit.
+  absl::StatusOr<PredictResult> result =
+      FitAndPredict(valid->data, valid->kernel, valid->x_new, valid->options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->prediction.samples.rows(), 3);
+  ExpectStableRoundTrip<PredictResult, v1::PredictResponse>(*result);
+  v1::PredictResponse response;
+  bridge::ToProto(*result, &response);
+  EXPECT_EQ(bridge::FromProto(response).prediction.samples, result->prediction.samples);
+
+  // Bad models and sample counts are named by field.
+  v1::PredictRequest foreign = request;
+  foreign.mutable_model()->set_format("sklearn");
+  EXPECT_THAT(ValidatePredictRequest(foreign, ServiceLimits{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.format")));
+  v1::PredictRequest other_data = request;
+  other_data.mutable_dataset()->set_y(0, other_data.dataset().y(0) + 1.0);
+  absl::Status other = ValidatePredictRequest(other_data, ServiceLimits{}).status();
+  EXPECT_THAT(other, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("other data")));
+  EXPECT_EQ(bridge::FieldViolations(other).at(0).first, "model");
+  v1::PredictRequest too_many = request;
+  too_many.set_samples(300000);
+  EXPECT_EQ(bridge::FieldViolations(ValidatePredictRequest(too_many, ServiceLimits{}).status())
+                .at(0)
+                .first,
+            "samples");
+}
+
+// Dataset.missing (4): NaN points named by default, left out with MISSING_VALUES_DROP.
+TEST(BridgeValidationTest, MissingValuesAreNamedOrDropped) {
+  v1::PredictRequest request;
+  request.set_kernel("SE");
+  request.mutable_x_new()->set_rows(1);
+  request.mutable_x_new()->set_cols(1);
+  request.mutable_x_new()->add_values(0.5);
+  (*request.mutable_hyperparameters())["SE.lengthscale"] = 1.0;
+  (*request.mutable_hyperparameters())["noise"] = 0.1;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double x : {0.0, 1.0, nan, 3.0, 4.0}) request.mutable_dataset()->add_x(x);
+  for (double y : {1.0, nan, 0.5, 2.0, 1.5}) request.mutable_dataset()->add_y(y);
+  absl::Status refused = ValidatePredictRequest(request, ServiceLimits{}).status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
+  const auto violations = bridge::FieldViolations(refused);
+  ASSERT_EQ(violations.size(), 2u);
+  EXPECT_EQ(violations[0].first, "dataset.x");
+  EXPECT_THAT(violations[0].second, HasSubstr("point(s) 2 (0-based)"));
+  EXPECT_EQ(violations[1].first, "dataset.y");
+  EXPECT_THAT(violations[1].second, HasSubstr("point(s) 1 (0-based)"));
+  request.mutable_dataset()->set_missing(v1::MISSING_VALUES_DROP);
+  absl::StatusOr<ValidPredict> dropped = ValidatePredictRequest(request, ServiceLimits{});
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->data.num_points(), 3);
+  EXPECT_EQ(dropped->data.x(1, 0), 3.0);
+  EXPECT_EQ(dropped->data.y(2), 1.5);
+  // An infinity is never a missing value.
+  request.mutable_dataset()->set_y(0, std::numeric_limits<double>::infinity());
+  EXPECT_THAT(ValidatePredictRequest(request, ServiceLimits{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("infinite")));
+}
+
 TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   const Dataset data = Example();
   ScoreOptions score_options;
