@@ -76,7 +76,7 @@ absl::Status CheckSampleSize(int64_t samples, int64_t points) {
 struct SummandModel {
   KernelExpr kernel;
   PreparedModel prepared;
-  std::string regime;  // PredictionComponent::regime; empty for a summand
+  std::string regime{};  // PredictionComponent::regime; empty for a summand
   // For a regime: the change in the user's x units and which side of it.
   KernelExpr::Kind change_kind = KernelExpr::Kind::kChangePoint;
   int column = 0;
