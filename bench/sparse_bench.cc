@@ -8,28 +8,27 @@
 //   sparse_bench --csv data/sf_temps.csv --exact=false --cholesky --threads 2
 //   sparse_bench --csv data/mauna_loa_monthly.csv --score 'SE;C*SE+C*PER*SE' (sparse vs exact
 //       scores of several kernels: intervals, the exact likelihood at the sparse θ̂, rankings)
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <sys/resource.h>
-
-#include <CLI/CLI.hpp>
-
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/fit.h"
 #include "gpsel/core/gp_model.h"
-#include "gpsel/core/kernel_expr.h"
-#include "gpsel/core/linalg.h"
 #include "gpsel/core/internal/data_starts.h"
 #include "gpsel/core/internal/prepared_model.h"
+#include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/linalg.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/sparse_fit.h"
 #include "gpsel/core/sparse_score.h"
@@ -144,9 +143,9 @@ int CompareScores(const gpsel::Dataset& data, const std::string& kernels_text,
       return 1;
     }
     // The exact likelihood at the sparse optima, on the same standardised model.
-    absl::StatusOr<gpsel::PreparedModel> prepared = gpsel::PrepareModel(
-        data, *kernel, sparse_options.standardize, sparse_options.scale_x,
-        sparse_options.hyperparameters);
+    absl::StatusOr<gpsel::PreparedModel> prepared =
+        gpsel::PrepareModel(data, *kernel, sparse_options.standardize, sparse_options.scale_x,
+                            sparse_options.hyperparameters);
     std::printf("%s: sparse %.1f s (%.1f CPU s), m = %d; exact %.1f s (%.1f CPU s)\n",
                 sparse->kernel.c_str(), sparse_seconds, sparse_cpu, sparse->num_inducing,
                 exact_seconds, exact_cpu);
@@ -157,8 +156,9 @@ int CompareScores(const gpsel::Dataset& data, const std::string& kernels_text,
       all_inside &= inside;
       std::printf("  %s fit: m = %d (%s), [%.3f, %.3f] gap %.3f, exact log p at theta %.3f %s\n",
                   (*fit)->objective == gpsel::FitObjective::kMaximumLikelihood ? "MLL" : "MAP",
-                  (*fit)->num_inducing, std::string(SparseStopReasonName((*fit)->stop_reason)).c_str(),
-                  (*fit)->lower, (*fit)->upper, (*fit)->gap(), here.ok() ? *here : NAN,
+                  (*fit)->num_inducing,
+                  std::string(SparseStopReasonName((*fit)->stop_reason)).c_str(), (*fit)->lower,
+                  (*fit)->upper, (*fit)->gap(), here.ok() ? *here : NAN,
                   inside ? "inside" : "OUTSIDE");
     }
     for (const auto& [name, interval] : sparse->intervals) {
@@ -217,6 +217,10 @@ int main(int argc, char** argv) {
   app.add_option("--exact", exact, "also fit exactly (and time a Cholesky)");
   app.add_flag("--cholesky", cholesky, "time one exact Cholesky of n (and log p at the optimum)");
   app.add_option("--score", score_kernels, "';'-separated kernels: sparse vs exact scores");
+  int evaluations_only = 0;
+  app.add_option("--evaluations-only", evaluations_only,
+                 "time this many bound evaluations (with gradients) at m = --max-inducing at the "
+                 "prior mean instead of fitting (cost growth at fixed m)");
   CLI11_PARSE(app, argc, argv);
 
   gpsel::Dataset data;
@@ -267,9 +271,47 @@ int main(int argc, char** argv) {
                                             ? gpsel::FitObjective::kMaximumAPosteriori
                                             : gpsel::FitObjective::kMaximumLikelihood;
   const int n = data.num_points();
-  std::printf("n = %d, kernel %s, objective %s, threads %d\n", n,
-              gpsel::ToString(*kernel).c_str(), objective_text.c_str(), threads);
+  std::printf("n = %d, kernel %s, objective %s, threads %d\n", n, gpsel::ToString(*kernel).c_str(),
+              objective_text.c_str(), threads);
 
+  if (evaluations_only > 0) {
+    const Eigen::VectorXd raw = model->prior_mean();
+    const int m = max_inducing > 0 ? max_inducing : 64;
+    auto start = std::chrono::steady_clock::now();
+    double cpu = CpuSeconds();
+    absl::StatusOr<gpsel::InducingSelection> z =
+        gpsel::SelectInducingPoints(*model, raw, {.max_points = m});
+    if (!z.ok()) {
+      std::cerr << z.status() << "\n";
+      return 1;
+    }
+    const double select_cpu = CpuSeconds() - cpu, select_wall = Seconds(start);
+    gpsel::SparseGpOptions sparse_options;
+    sparse_options.threads = threads;
+    absl::StatusOr<gpsel::SparseGp> sparse =
+        gpsel::SparseGp::Create(*model, z->points, sparse_options);
+    if (!sparse.ok()) {
+      std::cerr << sparse.status() << "\n";
+      return 1;
+    }
+    start = std::chrono::steady_clock::now();
+    cpu = CpuSeconds();
+    double lower = 0.0;
+    for (int e = 0; e < evaluations_only; ++e) {
+      absl::StatusOr<gpsel::SparseBounds> b = sparse->Bounds(raw, true);
+      if (!b.ok()) {
+        std::cerr << b.status() << "\n";
+        return 1;
+      }
+      lower = b->lower;
+    }
+    std::printf(
+        "evaluations only: n = %d, m = %d, selection %.2f s CPU (%.2f s wall); one "
+        "evaluation with gradients %.3f s CPU (%.3f s wall), ELBO %.3f, peak RSS %.0f MB\n",
+        n, sparse->num_inducing(), select_cpu, select_wall, (CpuSeconds() - cpu) / evaluations_only,
+        Seconds(start) / evaluations_only, lower, PeakRssMb());
+    return 0;
+  }
   options.objective = objective;
   // Data-informed starts as the sparse score makes them (periodogram periods, lengthscales).
   if (n <= gpsel::kSparseDataStartsMaxPoints) {
@@ -316,14 +358,14 @@ int main(int argc, char** argv) {
     std::cerr << exact_fit.status() << "\n";
     return 1;
   }
-  std::printf("exact fit: %.2f s wall, %.2f s CPU (%d evaluations), objective %.4f, log p(y|theta) "
-              "%.4f; sparse objective %.4f (%.4f below); exact/sparse CPU %.2f\n",
-              exact_seconds, exact_cpu, exact_fit->evaluations, exact_fit->objective_value,
-              exact_fit->log_likelihood, sparse->objective_value,
-              exact_fit->objective_value - sparse->objective_value, exact_cpu / sparse_cpu);
+  std::printf(
+      "exact fit: %.2f s wall, %.2f s CPU (%d evaluations), objective %.4f, log p(y|theta) "
+      "%.4f; sparse objective %.4f (%.4f below); exact/sparse CPU %.2f\n",
+      exact_seconds, exact_cpu, exact_fit->evaluations, exact_fit->objective_value,
+      exact_fit->log_likelihood, sparse->objective_value,
+      exact_fit->objective_value - sparse->objective_value, exact_cpu / sparse_cpu);
   for (const auto& [name, value] : exact_fit->values) {
-    std::printf("  exact %s = %.6g   sparse %.6g\n", name.c_str(), value,
-                sparse->values.at(name));
+    std::printf("  exact %s = %.6g   sparse %.6g\n", name.c_str(), value, sparse->values.at(name));
   }
   return 0;
 }

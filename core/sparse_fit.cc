@@ -2,6 +2,8 @@
 // until the certified gap closes (see sparse_fit.h).
 #include "gpsel/core/sparse_fit.h"
 
+#include <LBFGSB.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,8 +11,6 @@
 #include <random>
 #include <stdexcept>
 #include <utility>
-
-#include <LBFGSB.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,7 +38,10 @@ class NegativeSparseObjective {
  public:
   NegativeSparseObjective(const SparseGp& sparse, const SparseFitOptions& options,
                           const ProgressCallback& progress, const Eigen::VectorXd& start_raw)
-      : sparse_(sparse), options_(options), progress_(progress), start_raw_(start_raw),
+      : sparse_(sparse),
+        options_(options),
+        progress_(progress),
+        start_raw_(start_raw),
         start_t_(start_raw.unaryExpr([](double r) { return LogScaleFromRaw(r); })) {}
 
   const Eigen::VectorXd& start_t() const { return start_t_; }
@@ -149,6 +152,10 @@ std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& 
   return out;
 }
 
+// After a level's first round, a gap this many times the tolerance skips the re-selection
+// rounds and grows m at once.
+constexpr double kGrowWithoutRoundsFactor = 10.0;
+
 absl::StatusOr<InducingSelection> Select(const GpModel& model, const Eigen::VectorXd& raw, int m) {
   InducingSelectionOptions selection;
   selection.max_points = m;
@@ -173,11 +180,13 @@ std::string_view SparseStopReasonName(SparseStopReason reason) {
 
 absl::Status SparseFitOptions::Validate() const {
   if (initial_inducing < 1) return absl::InvalidArgumentError("initial_inducing: must be >= 1");
-  if (max_inducing < 0) return absl::InvalidArgumentError("max_inducing: must be >= 0 (0 = no cap)");
+  if (max_inducing < 0)
+    return absl::InvalidArgumentError("max_inducing: must be >= 0 (0 = no cap)");
   if (!(growth > 1.0) || !std::isfinite(growth)) {
     return absl::InvalidArgumentError("growth: must be finite and > 1");
   }
-  if (memory_budget_bytes < 1) return absl::InvalidArgumentError("memory_budget_bytes: must be > 0");
+  if (memory_budget_bytes < 1)
+    return absl::InvalidArgumentError("memory_budget_bytes: must be > 0");
   if (!(gap_tolerance >= 0.0) || !std::isfinite(gap_tolerance)) {
     return absl::InvalidArgumentError("gap_tolerance: must be finite and >= 0");
   }
@@ -191,6 +200,12 @@ absl::Status SparseFitOptions::Validate() const {
   if (restarts < 0) return absl::InvalidArgumentError("restarts: must be >= 0");
   if (kept_modes < 1) return absl::InvalidArgumentError("kept_modes: must be >= 1");
   if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be >= 1");
+  if (!(exploring_tolerance_factor >= 1.0) || !std::isfinite(exploring_tolerance_factor)) {
+    return absl::InvalidArgumentError("exploring_tolerance_factor: must be finite and >= 1");
+  }
+  if (!(exploring_iteration_fraction > 0.0 && exploring_iteration_fraction <= 1.0)) {
+    return absl::InvalidArgumentError("exploring_iteration_fraction: must be in (0, 1]");
+  }
   if (!(gradient_tolerance > 0.0) || !std::isfinite(gradient_tolerance)) {
     return absl::InvalidArgumentError("gradient_tolerance: must be finite and > 0");
   }
@@ -212,10 +227,11 @@ std::string SparseFitResult::Summary() const {
       SparseStopReasonName(stop_reason), lower, upper, gap(), gap_tolerance, log_prior,
       evaluations);
   for (const Step& step : steps) {
-    absl::StrAppendFormat(&out, "  m = %d: %d round(s), [%.4f, %.4f]\n", step.num_inducing,
-                          step.rounds, step.lower, step.upper);
+    absl::StrAppendFormat(&out, "  m = %d: %d round(s), %d evaluations, [%.4f, %.4f]\n",
+                          step.num_inducing, step.rounds, step.evaluations, step.lower, step.upper);
   }
-  for (const auto& [name, value] : values) absl::StrAppendFormat(&out, "  %s = %.6g\n", name, value);
+  for (const auto& [name, value] : values)
+    absl::StrAppendFormat(&out, "  %s = %.6g\n", name, value);
   return out;
 }
 
@@ -293,9 +309,11 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   }
   if (memory_cap < cap) {
     if (memory_cap < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "memory_budget_bytes: ", options.memory_budget_bytes, " bytes cannot hold a fit with "
-          "one inducing point at n = ", n, " (", bytes_at(1), " bytes needed)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("memory_budget_bytes: ", options.memory_budget_bytes,
+                       " bytes cannot hold a fit with "
+                       "one inducing point at n = ",
+                       n, " (", bytes_at(1), " bytes needed)"));
     }
     cap = static_cast<int>(memory_cap);
     cap_reason = SparseStopReason::kMemoryCap;
@@ -319,6 +337,15 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     for (const Eigen::VectorXd& s : options.extra_starts) starts.push_back(s);
   }
 
+  // The fits while m grows may stop early (SparseFitOptions::exploring_*): each level starts
+  // from the previous optimum and only the last one is reported, after a polish at the full
+  // tolerance from its optimum (below).
+  const bool polish =
+      options.exploring_tolerance_factor > 1.0 || options.exploring_iteration_fraction < 1.0;
+  SparseFitOptions exploring = options;
+  exploring.gradient_tolerance = options.gradient_tolerance * options.exploring_tolerance_factor;
+  exploring.max_iterations =
+      std::max(1, static_cast<int>(options.max_iterations * options.exploring_iteration_fraction));
   try {
     Eigen::VectorXd theta;
     std::vector<int> indices;
@@ -350,9 +377,10 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
           if (!z.ok()) continue;
           absl::StatusOr<SparseGp> candidate = SparseGp::Create(model, z->points, options.sparse);
           if (!candidate.ok()) return candidate.status();
-          std::optional<Optimum> optimum = Optimise(*candidate, options, progress, start);
+          std::optional<Optimum> optimum = Optimise(*candidate, exploring, progress, start);
           if (!optimum) continue;
           result.evaluations += optimum->evaluations;
+          step.evaluations += optimum->evaluations;
           if (round == 0) {
             // The end's objective with the upper bound in place of the ELBO: an end whose upper
             // end lies below the best lower end cannot be the better mode (as SKC prunes
@@ -393,6 +421,17 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
               "sparse fit: no start reached a finite value of the bound");
         }
         if (round > 0 && !(gained && round_gain > options.reselect_tolerance)) break;
+        if (round == 0 && m < cap && sparse->num_inducing() == m && options.reselect_rounds > 1) {
+          // Far from closing the gap: the next m selects Z at θ̂ anyway, which is what another
+          // round here would do with fewer points (on sf_temps every 8th point the rounds below
+          // the final m were a third of the evaluations).
+          absl::StatusOr<SparseBounds> b = sparse->Bounds(theta);
+          const double tolerance =
+              b.ok() ? std::max(options.gap_tolerance,
+                                options.relative_gap_tolerance * std::abs(b->lower))
+                     : 0.0;
+          if (b.ok() && b->upper - b->lower > kGrowWithoutRoundsFactor * tolerance) break;
+        }
       }
       absl::StatusOr<SparseBounds> bounds = sparse->Bounds(theta);
       if (!bounds.ok()) return bounds.status();
@@ -419,6 +458,21 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       value = -std::numeric_limits<double>::infinity();
       GPSEL_RETURN_IF_ERROR(
           ReportProgress(progress, Progress{"sparse_fit", 0.0, absl::StrCat("m = ", m)}));
+    }
+    // Polish at the final m and Z with the full tolerance.
+    if (std::optional<Optimum> polished =
+            polish ? Optimise(*sparse, options, progress, theta) : std::nullopt) {
+      result.evaluations += polished->evaluations;
+      if (polished->value > value) {
+        value = polished->value;
+        theta = polished->raw;
+        absl::StatusOr<SparseBounds> bounds = sparse->Bounds(theta);
+        if (!bounds.ok()) return bounds.status();
+        result.lower = bounds->lower;
+        result.upper = bounds->upper;
+        result.steps.back().lower = bounds->lower;
+        result.steps.back().upper = bounds->upper;
+      }
     }
     result.raw = theta;
     result.values = model.NaturalValues(theta);

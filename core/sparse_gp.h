@@ -1,5 +1,5 @@
 // SparseGp: certified bounds on the exact log marginal likelihood log p(y|θ) of a GpModel from m
-// inducing inputs Z (m ≪ n), in one O(n m²) pass and O(n m) memory, with analytic gradients in
+// inducing inputs Z (m ≪ n), in O(n m²) time and O(m² + m·block) memory, with analytic gradients in
 // the raw hyperparameters (Z held fixed); and the greedy choice of Z (a partial pivoted Cholesky).
 //
 // With Q = K_fu (K_uu + εI)⁻¹ K_uf (ε: SparseGpOptions::jitter), Σ = Q + σ²I and the residual
@@ -21,8 +21,12 @@
 // β = (Q + (σ²+t)I)⁻¹y, c₃ = −½βᵀβ, c_diag = ½βᵀβ). With L the Cholesky factor of K_uu + εI,
 // A = L⁻¹K_uf and B = I + AAᵀ/σ² (Woodbury): P K_uf Σ⁻¹ = L⁻ᵀ B⁻¹A/σ², so
 //   W_uf = R A + L⁻ᵀ(Aβ)βᵀ with R = 2 L⁻ᵀ (c₃ I − B⁻¹/(2σ²)),
-// made a block of columns at a time next to the ∂K_uf block it is contracted with: nothing of
-// size n×m besides A is held. core/sparse_gp.cc spells out every step.
+// made a block of columns at a time next to the ∂K_uf block it is contracted with. Two passes
+// over n: the first sums AAᵀ, Ay and tr(K_ff); the second remakes each A_b = L⁻¹K_ub with its
+// derivatives and sums the contractions. Nothing of size n×m is held (the greedy selection's
+// factor is the fit's only n×m matrix); the passes run in kSparseChunks fixed chunks on
+// SparseGpOptions::threads threads, summed in order (same bits for any thread count).
+// core/sparse_gp.cc spells out every step.
 //
 //   absl::StatusOr<InducingSelection> z = SelectInducingPoints(model, raw, {.max_points = 256});
 //   absl::StatusOr<SparseGp> sparse = SparseGp::Create(model, z->points);
