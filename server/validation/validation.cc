@@ -53,7 +53,7 @@ ParseLimits ParseLimitsOf(const ServiceLimits& limits) {
 // Shape, size limits and finiteness of a dataset; the dataset when all is well.
 // `field` names it in the violations ("dataset", or "test" for held-out data).
 std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimits& limits,
-                                    Violations& v, std::string_view field = "dataset") {
+                                    Violations& v, const std::string& field = "dataset") {
   const size_t before = 0;
   (void)before;
   bool ok = true;
