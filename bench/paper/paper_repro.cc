@@ -342,10 +342,13 @@ int RunCells(const Config& config) {
 // ---- Table 4: Mauna Loa -----------------------------------------------------------------------
 
 int RunMauna(const Config& config) {
+  // Written after each kernel, so that an interrupted run keeps the kernels it finished and a
+  // rerun continues with the next one.
   const fs::path path = fs::path(config.out_dir) / "table4.json";
+  json table = json::object();
   if (fs::exists(path)) {
-    std::cerr << "paper_repro mauna: " << path << " exists (resumed)\n";
-    return 0;
+    std::ifstream in(path);
+    table = json::parse(in);
   }
   absl::StatusOr<Dataset> data =
       LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/mauna_loa_monthly.csv");
@@ -353,8 +356,11 @@ int RunMauna(const Config& config) {
     std::cerr << data.status() << "\n";
     return 1;
   }
-  json table;
   for (const MaunaLoaColumn& column : MaunaLoaColumns()) {
+    if (table.contains(column.name)) {
+      std::cerr << "paper_repro mauna: " << column.name << " done before (resumed)\n";
+      continue;
+    }
     json entry;
     entry["expression"] = column.kernel;
     ScoreOptions options;
@@ -394,6 +400,7 @@ int RunMauna(const Config& config) {
     }
     std::cerr << "mauna " << column.name << ": " << entry.dump() << "\n";
     table[column.name] = entry;
+    if (!WriteJsonAtomically(path, table).ok()) return 1;
   }
   table["_data"] = {{"file", "data/mauna_loa_monthly.csv"},
                     {"num_points", data->num_points()},
