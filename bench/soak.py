@@ -748,6 +748,66 @@ class Soak:
                             "final_state": state, "outcome": how})
         return out
 
+    def store_rows(self):
+        """Every job row of the shared PostgreSQL store (tasks left out), read with psql as an
+        operator would: [(id, kind, idempotency key, state)], or None when psql is missing or the
+        query fails. The ground truth for lost and doubled jobs (issue 33: the soak counted
+        them from a metric)."""
+        if self.psql is None:
+            return None
+        sql = ("SELECT id, kind, coalesce(idempotency_key, ''), state FROM gpsel_jobs "
+               "WHERE parent_id IS NULL ORDER BY seq")
+        try:
+            out = subprocess.run([self.psql, "-X", "-A", "-t", "-F", "|", "-v",
+                                  "ON_ERROR_STOP=1", self.args.store_url, "-c", sql],
+                                 capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return None
+        if out.returncode != 0:
+            log(f"psql failed: {out.stderr.strip()[:200]}")
+            return None
+        rows = []
+        for line in out.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4:
+                rows.append(tuple(parts))
+        return rows
+
+    def check_store_rows(self, rows):
+        """Every acknowledged job exactly once in the store, under its key and with the name its
+        reply gave; no row that nobody submitted; every row terminal after the drain."""
+        problems = []
+        per_key = collections.defaultdict(list)
+        for job_id, kind, key, state in rows:
+            per_key[key].append((job_id, kind, state))
+        acked = {k: e for k, e in self.jobs.items() if e["acked"]}
+        missing = sorted(k for k in acked if not per_key.get(k))
+        several = sorted(k for k, r in per_key.items() if len(r) > 1)
+        renamed = sorted(k for k, e in acked.items()
+                         if len(per_key.get(k, [])) == 1 and
+                         "jobs/" + per_key[k][0][0] not in e["names"])
+        unknown = sorted(k for k in per_key if k not in self.jobs)
+        not_terminal = sorted(r[0] for rs in per_key.values() for r in rs
+                              if r[2] not in ("SUCCEEDED", "FAILED", "CANCELLED"))
+        if missing:
+            problems.append(f"store: {len(missing)} acknowledged jobs have no row")
+        if several:
+            problems.append(f"store: {len(several)} idempotency keys with several rows")
+        if renamed:
+            problems.append(f"store: {len(renamed)} acknowledged jobs stored under another id")
+        if unknown:
+            problems.append(f"store: {len(unknown)} rows with a key nobody submitted")
+        if not_terminal:
+            problems.append(f"store: {len(not_terminal)} rows not terminal after the drain")
+        states = collections.Counter(r[3] for r in rows)
+        return {"rows": len(rows), "acknowledged": len(acked),
+                "acknowledged_exactly_once": sum(1 for k in acked if len(per_key.get(k, [])) == 1),
+                "by_state": dict(sorted(states.items())),
+                "missing": len(missing), "missing_examples": missing[:10],
+                "keys_with_several_rows": len(several), "several_examples": several[:10],
+                "stored_under_another_id": len(renamed), "unknown_keys": len(unknown),
+                "not_terminal": len(not_terminal), "problems": problems}
+
     def check_jobs(self, listings):
         problems = []
         ok_listings = [l for l in listings if l is not None]
@@ -786,7 +846,16 @@ class Soak:
         for counts in self.last_finished.values():
             events.update(counts)
         states = collections.Counter(j.state for j in by_name.values())
-        succeeded = states.get(3, 0)
+        # The store's own rows decide lost and doubled (the listings above are the API's view of
+        # them); without psql the listings stand in.
+        rows = self.store_rows()
+        store = self.check_store_rows(rows) if rows is not None else None
+        if store is not None:
+            problems += store["problems"]
+            succeeded = store["by_state"].get("SUCCEEDED", 0)
+        else:
+            problems.append("store: rows not read (psql missing or failed); counted from ListJobs")
+            succeeded = states.get(3, 0)
         if events.get("succeeded", 0) > succeeded:
             problems.append(f"{events['succeeded']:.0f} success events for {succeeded} "
                             "SUCCEEDED jobs")
@@ -827,6 +896,7 @@ class Soak:
             "attempts_histogram": {str(k): v for k, v in sorted(attempts.items())},
             "failed_reasons": dict(failed_reasons),
             "finish_events_from_metrics": dict(events),
+            "store": store,
             "problems": problems}
 
     def scan_logs(self):
@@ -895,6 +965,14 @@ def markdown(r):
             f"finish events from /metrics {j['finish_events_from_metrics']}; "
             f"SUCCEEDED create→finish s {j['succeeded_create_to_finish_s']}. "
             f"**Lost: {j['lost']}, doubled: {j['doubled']}.**"]
+    st = j.get("store")
+    if st is not None:
+        out.append(f"From the store's rows (psql): {st['rows']} jobs {st['by_state']}; "
+                   f"{st['acknowledged_exactly_once']} of {st['acknowledged']} acknowledged "
+                   f"exactly once; missing {st['missing']}, keys with several rows "
+                   f"{st['keys_with_several_rows']}, under another id "
+                   f"{st['stored_under_another_id']}, unknown keys {st['unknown_keys']}, not "
+                   f"terminal {st['not_terminal']}.")
     if j["failed_reasons"]:
         out.append(f"FAILED jobs: {j['failed_reasons']}.")
     held = r["jobs_of_killed_replicas"]

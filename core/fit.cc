@@ -82,10 +82,12 @@ constexpr double kNegligibleGain = 1e-11;
 
 // The objective (log likelihood, plus log prior for MAP) and, when `gradient` is given, its
 // gradient; FAILED_PRECONDITION where K is not positive definite or a value is not finite.
+// `poll` is passed to the likelihood (asked between its blocks at large n).
 absl::StatusOr<double> ObjectiveValue(const GpModel& model, FitObjective objective,
                                       const Eigen::VectorXd& raw,
-                                      Eigen::VectorXd* gradient = nullptr) {
-  absl::StatusOr<double> value = model.LogLikelihood(raw, gradient);
+                                      Eigen::VectorXd* gradient = nullptr,
+                                      const ProgressCallback& poll = {}) {
+  absl::StatusOr<double> value = model.LogLikelihood(raw, gradient, poll);
   if (!value.ok()) return value.status();
   double total = *value;
   if (objective == FitObjective::kMaximumAPosteriori) {
@@ -251,7 +253,19 @@ class NegativeObjective {
       const Progress& p = evaluations_ % 16 == 0 ? progress_template_ : kPoll;
       if (absl::Status s = progress_(p); !s.ok()) throw FitCancelled{s};
     }
-    absl::StatusOr<double> value = ObjectiveValue(model_, objective_, raw, &objective_gradient);
+    // The evaluation itself polls between its blocks at large n (issue 33: at n = 10,000 one
+    // evaluation takes ~20 s); a stop seen there ends the fit as one seen above does.
+    absl::Status stopped;
+    const ProgressCallback poll =
+        progress_ ? ProgressCallback([&](const Progress& p) {
+          absl::Status s = progress_(p);
+          if (!s.ok() && stopped.ok()) stopped = s;
+          return s;
+        })
+                  : ProgressCallback();
+    absl::StatusOr<double> value =
+        ObjectiveValue(model_, objective_, raw, &objective_gradient, poll);
+    if (!stopped.ok()) throw FitCancelled{stopped};
     if (!value.ok()) return std::nullopt;
     return *value;
   }
@@ -399,7 +413,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   // Moves to `trial` when it is better; `here` then holds its derivatives.
   auto try_point = [&](const Eigen::VectorXd& trial) {
     if (!stopped.ok() || !ReportProgress(recording, poll).ok()) return false;
-    absl::StatusOr<double> v = ObjectiveValue(model, objective, trial);
+    absl::StatusOr<double> v = ObjectiveValue(model, objective, trial, nullptr, recording);
     ++evaluations;
     if (!v.ok() || !(*v > value)) return false;
     absl::StatusOr<LikelihoodHessian> there =

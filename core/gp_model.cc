@@ -32,10 +32,13 @@ constexpr int kTile = 64;
 
 // Evaluates the kernel tree (with first derivatives if asked) on the square tiles covering the
 // lower triangle of the n×n training matrix, and calls visit(row0, rows, col0, cols, root) with
-// each tile's root value; diagonal tiles (row0 == col0) come whole.
+// each tile's root value; diagonal tiles (row0 == col0) come whole. `poll` is asked after each
+// column of tiles whether to stop; its error is returned.
 template <typename Visit>
-void ForEachLowerTile(const internal::KernelEvaluator& evaluator, const Eigen::MatrixXd& x,
-                      const Eigen::VectorXd& full_raw, bool with_gradient, const Visit& visit) {
+absl::Status ForEachLowerTile(const internal::KernelEvaluator& evaluator,
+                              const Eigen::MatrixXd& x, const Eigen::VectorXd& full_raw,
+                              bool with_gradient, const Visit& visit,
+                              const ProgressCallback& poll = {}) {
   const int n = static_cast<int>(x.rows());
   internal::PairGeometry tile;
   std::vector<internal::KernelEvaluator::NodeValue> values;
@@ -47,7 +50,9 @@ void ForEachLowerTile(const internal::KernelEvaluator& evaluator, const Eigen::M
       evaluator.Evaluate(tile, full_raw, with_gradient, &values);
       visit(row0, rows, col0, cols, evaluator.Root(values));
     }
+    GPSEL_RETURN_IF_ERROR(ReportProgress(poll, CancellationPoll()));
   }
+  return absl::OkStatus();
 }
 }  // namespace
 
@@ -168,7 +173,7 @@ struct GpModel::Factorized {
 };
 
 absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_derivatives,
-                                Factorized* out) const {
+                                Factorized* out, const ProgressCallback& poll) const {
   if (free_raw.size() != num_free()) {
     return absl::InvalidArgumentError(absl::StrCat("raw parameter vector has ", free_raw.size(),
                                                    " entries, expected ", num_free()));
@@ -184,17 +189,19 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
     evaluator_->Evaluate(*geometry_, out->full_raw, with_derivatives, &out->values);
     Eigen::MatrixXd k = std::move(evaluator_->Root(out->values).k);
     k.diagonal().array() += noise_variance;
-    factorized = out->cholesky.Compute(std::move(k));
+    factorized = out->cholesky.Compute(std::move(k), poll);
   } else {
     factorized = out->cholesky.ComputeFromLower(n, [&](Eigen::MatrixXd* k) {
       k->resize(n, n);
+      // Never stops: filling is O(n²), the factorisation after it polls.
       ForEachLowerTile(*evaluator_, x_, out->full_raw, /*with_gradient=*/false,
                        [&](int row0, int rows, int col0, int cols,
                            const internal::KernelEvaluator::NodeValue& root) {
                          k->block(row0, col0, rows, cols) = root.k;
-                       });
+                       })
+          .IgnoreError();
       k->diagonal().array() += noise_variance;
-    });
+    }, poll);
   }
   if (!factorized.ok()) return factorized;
   out->alpha = out->cholesky.Solve(y_);
@@ -207,18 +214,20 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
 }
 
 absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
-                                              Eigen::VectorXd* gradient) const {
+                                              Eigen::VectorXd* gradient,
+                                              const ProgressCallback& poll) const {
   ScopedLikelihoodEvaluation observed(num_free(), num_points());  // core/instrumentation.h
   FlushDenormalsScope flush_denormals;
   Factorized f;
-  GPSEL_RETURN_IF_ERROR(Factorize(free_raw, gradient != nullptr, &f));
+  GPSEL_RETURN_IF_ERROR(Factorize(free_raw, gradient != nullptr, &f, poll));
   if (gradient) {
     // ∂L/∂r_i = ½ Σ (W ∘ K_i) with W = ααᵀ − K⁻¹ and K_i = ∂K/∂r_i (Rasmussen & Williams
     // eq. 5.9); for the noise K_i = σ'(r)·I. W and K_i are symmetric, so the sum is the strict
     // lower triangle plus half the diagonal, read a column (whole matrices) or a tile (tiled
     // path, K_i made again per tile) at a time. K⁻¹ takes the factor's storage.
     const int noise_index = static_cast<int>(parameters_.size()) - 1;
-    const Eigen::MatrixXd k_inverse = std::move(f.cholesky).TakeInverseLowerTriangle();
+    GPSEL_ASSIGN_OR_RETURN(const Eigen::MatrixXd k_inverse,
+                           std::move(f.cholesky).TakeInverseLowerTriangle(poll));
     std::vector<int> kernel_params;  // free index k → parameter index i, noise excluded
     std::vector<int> kernel_free;
     for (int k = 0; k < num_free(); ++k) {
@@ -243,21 +252,23 @@ absl::StatusOr<double> GpModel::LogLikelihood(const Eigen::VectorXd& free_raw,
       }
     } else if (!kernel_params.empty()) {
       Eigen::MatrixXd w;
-      ForEachLowerTile(*evaluator_, x_, f.full_raw, /*with_gradient=*/true,
-                       [&](int row0, int rows, int col0, int cols,
-                           const internal::KernelEvaluator::NodeValue& root) {
-                         w.noalias() =
-                             f.alpha.segment(row0, rows) * f.alpha.segment(col0, cols).transpose();
-                         w -= k_inverse.block(row0, col0, rows, cols);
-                         if (row0 == col0) {
-                           w.triangularView<Eigen::StrictlyUpper>().setZero();
-                           w.diagonal() *= 0.5;
-                         }
-                         for (size_t p = 0; p < kernel_params.size(); ++p) {
-                           sums(static_cast<Eigen::Index>(p)) +=
-                               (w.array() * root.dk[kernel_params[p]].array()).sum();
-                         }
-                       });
+      const absl::Status tiles = ForEachLowerTile(
+          *evaluator_, x_, f.full_raw, /*with_gradient=*/true,
+          [&](int row0, int rows, int col0, int cols,
+              const internal::KernelEvaluator::NodeValue& root) {
+            w.noalias() = f.alpha.segment(row0, rows) * f.alpha.segment(col0, cols).transpose();
+            w -= k_inverse.block(row0, col0, rows, cols);
+            if (row0 == col0) {
+              w.triangularView<Eigen::StrictlyUpper>().setZero();
+              w.diagonal() *= 0.5;
+            }
+            for (size_t p = 0; p < kernel_params.size(); ++p) {
+              sums(static_cast<Eigen::Index>(p)) +=
+                  (w.array() * root.dk[kernel_params[p]].array()).sum();
+            }
+          },
+          poll);
+      if (!tiles.ok()) return tiles;
     }
     gradient->resize(num_free());
     for (size_t p = 0; p < kernel_params.size(); ++p) {
@@ -339,7 +350,7 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
   ScopedLikelihoodEvaluation observed(num_free(), num_points());
   FlushDenormalsScope flush_denormals;
   Factorized f;
-  GPSEL_RETURN_IF_ERROR(Factorize(free_raw, /*with_derivatives=*/false, &f));
+  GPSEL_RETURN_IF_ERROR(Factorize(free_raw, /*with_derivatives=*/false, &f, poll));
   const int n = num_points();
   const int u = num_free();
   const int noise_index = static_cast<int>(parameters_.size()) - 1;
@@ -367,7 +378,8 @@ absl::StatusOr<LikelihoodHessian> GpModel::LogLikelihoodHessian(const Eigen::Vec
   const HessianLayout layout = ResolveHessianLayout(n, u, kernel_count, tiling);
   const int tile = layout.tile, panel = layout.panel_rows, block_rows = layout.block_rows;
 
-  SpdFactorization::InverseParts inverse = std::move(f.cholesky).TakeInverseFactorAndInverse();
+  GPSEL_ASSIGN_OR_RETURN(SpdFactorization::InverseParts inverse,
+                         std::move(f.cholesky).TakeInverseFactorAndInverse(poll));
   const Eigen::MatrixXd& l_inverse = inverse.inverse_factor;
   const Eigen::MatrixXd& k_inverse = inverse.inverse_lower;  // lower triangle only
 

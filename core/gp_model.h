@@ -92,8 +92,12 @@ class GpModel {
 
   // log p(y | θ). With `gradient` non-null also fills ∂/∂r. Errors: FAILED_PRECONDITION when the
   // covariance is not positive definite even after jitter; INVALID_ARGUMENT on a wrong size.
+  // `poll` is asked between the blocks of the factorisation and of the inverse (large n, see
+  // core/linalg.h) and between columns of the gradient's tiles; its error is returned (a
+  // cancelled request stops within about a second at n = 10,000, not one evaluation later).
   absl::StatusOr<double> LogLikelihood(const Eigen::VectorXd& free_raw,
-                                       Eigen::VectorXd* gradient = nullptr) const;
+                                       Eigen::VectorXd* gradient = nullptr,
+                                       const ProgressCallback& poll = {}) const;
   // The Hessian costs about u + 1 Cholesky-sized products (each O(n³)) and holds about 4 n²
   // doubles plus O(n·u) (see gp_model.cc); `poll` is asked between its pieces whether to stop,
   // and its error is returned (a cancelled or late request).
@@ -117,7 +121,7 @@ class GpModel {
   GpModel() = default;
   struct Factorized;  // K(θ) factorised, α = K⁻¹y and log p(y|θ); defined in gp_model.cc
   absl::Status Factorize(const Eigen::VectorXd& free_raw, bool with_derivatives,
-                         Factorized* out) const;
+                         Factorized* out, const ProgressCallback& poll = {}) const;
 
   KernelExpr kernel_;
   Eigen::MatrixXd x_;

@@ -1,6 +1,9 @@
 // Dense symmetric positive-definite algebra on LAPACK (OpenBLAS): Cholesky with jitter
 // escalation, solves, log-determinant and the inverse from the factor (dpotri), so that no
-// explicit inverse is formed where a solve does.
+// explicit inverse is formed where a solve does. From kPolledBlockPoints points on, the
+// factorisation and the inverse run in blocks of that many columns and ask a ProgressCallback
+// between blocks whether to stop (issue 33: at n = 10,000 one factorisation takes seconds, and
+// a cancelled request held its worker for a whole likelihood evaluation).
 #ifndef GPSEL_CORE_LINALG_H_
 #define GPSEL_CORE_LINALG_H_
 
@@ -8,6 +11,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpsel/core/progress.h"
 
 namespace gpsel {
 
@@ -38,18 +43,24 @@ class FlushDenormalsScope {
   unsigned int saved_ = 0;
 };
 
+// Columns per block of the cancellable factorisation and inverse; matrices with fewer than
+// 4 × this many rows (about 10 ms of work) are handed to LAPACK whole.
+inline constexpr int kPolledBlockPoints = 256;
+
 class SpdFactorization {
  public:
   // Factorises the symmetric `matrix` (pass an rvalue to avoid the copy) as L Lᵀ. When it is not
   // numerically positive definite, retries with diagonal jitter 1e-10, 1e-8, 1e-6 times the mean
-  // diagonal; FAILED_PRECONDITION after.
-  absl::Status Compute(Eigen::MatrixXd matrix);
+  // diagonal; FAILED_PRECONDITION after. `poll` is asked between blocks (see above); its error
+  // is returned, and the factorisation is then unusable.
+  absl::Status Compute(Eigen::MatrixXd matrix, const ProgressCallback& poll = {});
   // The same for an n×n symmetric matrix of which only the lower triangle (diagonal included)
   // is made: `fill_lower` sizes the matrix it is given to n×n (it may arrive empty, or holding
   // the previous attempt) and writes that triangle; the strict upper triangle is never read.
   // dpotrf overwrites the triangle, so each jitter retry calls `fill_lower` again: remaking the
   // matrix on the rare retry is cheaper than copying it on every call.
-  absl::Status ComputeFromLower(int n, absl::FunctionRef<void(Eigen::MatrixXd*)> fill_lower);
+  absl::Status ComputeFromLower(int n, absl::FunctionRef<void(Eigen::MatrixXd*)> fill_lower,
+                                const ProgressCallback& poll = {});
   double jitter() const { return jitter_; }
   double LogDeterminant() const;
   Eigen::VectorXd Solve(const Eigen::VectorXd& rhs) const;
@@ -62,6 +73,8 @@ class SpdFactorization {
   // The same, formed in the factor's own storage: saves the n×n copy when the factorisation is
   // not needed afterwards (it is left empty).
   Eigen::MatrixXd TakeInverseLowerTriangle() &&;
+  // The same, asking `poll` between blocks; its error is returned.
+  absl::StatusOr<Eigen::MatrixXd> TakeInverseLowerTriangle(const ProgressCallback& poll) &&;
   // L⁻¹ (strict upper triangle zero) and K⁻¹'s lower triangle (strict upper triangle garbage),
   // both from one triangular inversion in the factor's storage (left empty): the exact Hessian
   // reads both (core/gp_model.cc).
@@ -70,6 +83,7 @@ class SpdFactorization {
     Eigen::MatrixXd inverse_lower;
   };
   InverseParts TakeInverseFactorAndInverse() &&;
+  absl::StatusOr<InverseParts> TakeInverseFactorAndInverse(const ProgressCallback& poll) &&;
   // The lower triangle holds L; the strict upper triangle holds the factorised matrix's after
   // Compute, and is unspecified after ComputeFromLower.
   const Eigen::MatrixXd& lower() const { return factor_; }

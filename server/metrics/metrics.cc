@@ -144,7 +144,7 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
                      .Register(*registry_)),
       rejections_(prometheus::BuildCounter()
                       .Name("gpsel_rpc_rejected_total")
-                      .Help("Requests refused, by reason (queue_full, job_queue_full, store_full, draining, unauthenticated, request_too_large, out_of_memory, idempotency_key_reused).")
+                      .Help("Requests refused, by reason (queue_full, job_queue_full, store_full, draining, unauthenticated, request_too_large, out_of_memory, idempotency_key_reused, undecodable_request).")
                       .Register(*registry_)),
       pool_size_(prometheus::BuildGauge()
                      .Name("gpsel_worker_pool_threads")
@@ -193,7 +193,7 @@ ServiceMetrics::ServiceMetrics(std::string_view version)
   jobs_running_.Add({{"kind", "evidence"}});
   for (const char* reason :
        {"queue_full", "job_queue_full", "store_full", "draining", "unauthenticated",
-        "request_too_large", "out_of_memory", "idempotency_key_reused"}) {
+        "request_too_large", "out_of_memory", "idempotency_key_reused", "undecodable_request"}) {
     rejections_.Add({{"reason", reason}});
   }
 }

@@ -128,26 +128,9 @@ void CountLateRefusal(ServiceMetrics* metrics, const absl::Status& status) {
   }
 }
 
-// A unary call whose work runs on the worker pool: remembers cancellation for the numerics.
-class CpuUnaryReactor final : public grpc::ServerUnaryReactor {
- public:
-  explicit CpuUnaryReactor(ServiceMetrics* metrics) : metrics_(metrics) {}
-  void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override { delete this; }
-  void FinishWith(const absl::Status& status) {
-    CountLateRefusal(metrics_, status);
-    Finish(bridge::ToGrpcStatus(status));
-  }
-  const std::atomic<bool>* cancelled() const { return &cancelled_; }
-
- private:
-  ServiceMetrics* const metrics_;
-  std::atomic<bool> cancelled_{false};
-};
-
 // Server-streaming Search: the worker thread pushes progress (coalesced: only the latest
 // progress waits while a write is in flight, so memory stays bounded) and then the final event.
-class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> {
+class SearchReactor final : public MessageWriteReactor<v1::SearchResponse> {
  public:
   explicit SearchReactor(ServiceMetrics* metrics) : metrics_(metrics) {}
   void OnCancel() override {
@@ -192,15 +175,13 @@ class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> 
       if (pending_progress_) {
         current_ = std::move(*pending_progress_);
         pending_progress_.reset();
-        writing_ = true;
-        StartWrite(&current_);
+        StartWriteLocked();
         return;
       }
       if (pending_result_) {
         current_ = std::move(*pending_result_);
         pending_result_.reset();
-        writing_ = true;
-        StartWrite(&current_);
+        StartWriteLocked();
         return;
       }
     }
@@ -210,6 +191,18 @@ class SearchReactor final : public grpc::ServerWriteReactor<v1::SearchResponse> 
       Finish(write_failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream broken")
                            : bridge::ToGrpcStatus(final_status_));
     }
+  }
+
+  // Writes current_. An event that cannot be serialized (over 2 GiB: not below the send limit)
+  // breaks the stream as a failed write does.
+  void StartWriteLocked() {
+    if (StartWriteMessage(current_).ok()) {
+      writing_ = true;
+      return;
+    }
+    write_failed_ = true;
+    cancelled_.store(true);
+    PumpLocked();
   }
 
   ServiceMetrics* const metrics_;
@@ -229,6 +222,54 @@ std::string Fingerprint(const Job& job) {
   return absl::StrCat(std::string(JobStateName(job.state)), "|", job.attempts, "|", job.progress, "|",
                       job.progress_message, "|", job.cancel_requested);
 }
+
+}  // namespace
+
+// A unary call: remembers cancellation for the numerics (when its work runs on the worker pool)
+// and, when it finishes well, serializes its response into the call's response bytes.
+class CpuUnaryReactor : public grpc::ServerUnaryReactor {
+ public:
+  CpuUnaryReactor(ServiceMetrics* metrics, grpc::ByteBuffer* raw_response,
+                  const google::protobuf::Message* response)
+      : metrics_(metrics), raw_response_(raw_response), response_(response) {}
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { delete this; }
+  void FinishWith(const absl::Status& status) {
+    CountLateRefusal(metrics_, status);
+    if (status.ok()) {
+      const absl::Status serialized = SerializeResponse(*response_, raw_response_);
+      if (!serialized.ok()) {
+        Finish(bridge::ToGrpcStatus(serialized));
+        return;
+      }
+    }
+    Finish(bridge::ToGrpcStatus(status));
+  }
+  const std::atomic<bool>* cancelled() const { return &cancelled_; }
+
+ private:
+  ServiceMetrics* const metrics_;
+  grpc::ByteBuffer* const raw_response_;
+  const google::protobuf::Message* const response_;
+  std::atomic<bool> cancelled_{false};
+};
+
+namespace {
+
+// A unary call of a method with these messages: the reactor owns its parsed request and its
+// response, which live as long as the call.
+template <typename Request, typename Response>
+class UnaryCall final : public CpuUnaryReactor {
+ public:
+  UnaryCall(ServiceMetrics* metrics, grpc::ByteBuffer* raw_response)
+      : CpuUnaryReactor(metrics, raw_response, &response_) {}
+  Request* request() { return &request_; }
+  Response* response() { return &response_; }
+
+ private:
+  Request request_;
+  Response response_;
+};
 
 }  // namespace
 
@@ -274,7 +315,7 @@ class ModelSelectionServiceImpl::WatchHub {
   std::thread thread_;
 };
 
-class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
+class WatchReactor final : public MessageWriteReactor<v1::WatchJobResponse> {
  public:
   WatchReactor(ModelSelectionServiceImpl::WatchHub* hub, std::string id,
                const JobKindRegistry* kinds)
@@ -303,8 +344,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobResponse>
     last_fingerprint_ = std::move(fingerprint);
     JobToProto(*job, kinds_, response_.mutable_job());
     terminal_ = IsTerminal(job->state);
+    if (absl::Status written = StartWriteMessage(response_); !written.ok()) {
+      FinishLocked(bridge::ToGrpcStatus(written));
+      return;
+    }
     writing_ = true;
-    StartWrite(&response_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -381,19 +425,31 @@ void ModelSelectionServiceImpl::StartDraining() {
   watch_hub_->Drain();
 }
 
+bool ModelSelectionServiceImpl::Authorized(grpc::CallbackServerContext* context) const {
+  if (options_.auth_token.empty()) return true;
+  std::vector<std::string> given;
+  auto range = context->client_metadata().equal_range("authorization");
+  for (auto it = range.first; it != range.second; ++it) {
+    given.emplace_back(it->second.data(), it->second.size());
+  }
+  return BearerTokenMatches(given, options_.auth_token);
+}
+
+absl::Status ModelSelectionServiceImpl::ReadRequest(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer& raw,
+                                                    google::protobuf::Message* request) {
+  // Without the token the bytes are not even parsed: Admit refuses the call.
+  if (!Authorized(context)) return absl::OkStatus();
+  absl::Status status = ParseRequest(raw, options_.limits.max_message_bytes, request);
+  if (!status.ok() && metrics_) metrics_->RecordRejection("undecodable_request");
+  return status;
+}
+
 absl::Status ModelSelectionServiceImpl::Admit(grpc::CallbackServerContext* context) {
-  if (!options_.auth_token.empty()) {
-    std::vector<std::string> given;
-    auto range = context->client_metadata().equal_range("authorization");
-    for (auto it = range.first; it != range.second; ++it) {
-      given.emplace_back(it->second.data(), it->second.size());
-    }
-    const bool authorized = BearerTokenMatches(given, options_.auth_token);
-    if (!authorized) {
-      if (metrics_) metrics_->RecordRejection("unauthenticated");
-      return absl::UnauthenticatedError(
-          "missing or wrong bearer token (metadata \"authorization: Bearer <token>\")");
-    }
+  if (!Authorized(context)) {
+    if (metrics_) metrics_->RecordRejection("unauthenticated");
+    return absl::UnauthenticatedError(
+        "missing or wrong bearer token (metadata \"authorization: Bearer <token>\")");
   }
   if (draining_.load()) {
     if (metrics_) metrics_->RecordRejection("draining");
@@ -422,10 +478,9 @@ bool ModelSelectionServiceImpl::Schedule(std::function<void()> task, absl::Statu
 
 template <typename Valid, typename Response>
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ServeCpuUnary(
-    grpc::CallbackServerContext* context, const std::function<absl::StatusOr<Valid>()>& validate,
-    Response* response,
+    grpc::CallbackServerContext* context, CpuUnaryReactor* reactor,
+    const std::function<absl::StatusOr<Valid>()>& validate, Response* response,
     std::function<absl::Status(const Valid&, const ProgressCallback& cancel, Response*)> work) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -454,11 +509,18 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ServeCpuUnary(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerContext* context,
-                                                           const v1::ScoreRequest* request,
-                                                           v1::ScoreResponse* response) {
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::ScoreRequest, v1::ScoreResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::ScoreRequest* request = reactor->request();
+  v1::ScoreResponse* response = reactor->response();
   return ServeCpuUnary<ValidScore, v1::ScoreResponse>(
-      context, [&] { return ValidateScoreRequest(*request, options_.limits); }, response,
+      context, reactor, [&] { return ValidateScoreRequest(*request, options_.limits); }, response,
       [](const ValidScore& work, const ProgressCallback& cancel,
          v1::ScoreResponse* response) -> absl::Status {
         // Smaller kernels first, each feeding the fits of the larger ones that contain it.
@@ -473,8 +535,13 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(grpc::CallbackServerC
       });
 }
 
-grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
-    grpc::CallbackServerContext* context, const v1::SearchRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ModelSelectionServiceImpl::Search(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  v1::SearchRequest parsed;
+  if (absl::Status s = ReadRequest(context, *raw_request, &parsed); !s.ok()) {
+    return new RefusedWriteReactor(bridge::ToGrpcStatus(s));
+  }
+  const v1::SearchRequest* request = &parsed;
   auto* reactor = new SearchReactor(metrics_);
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->PushFinal(std::nullopt, s);
@@ -513,11 +580,18 @@ grpc::ServerWriteReactor<v1::SearchResponse>* ModelSelectionServiceImpl::Search(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServerContext* context,
-                                                             const v1::PredictRequest* request,
-                                                             v1::PredictResponse* response) {
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::PredictRequest, v1::PredictResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::PredictRequest* request = reactor->request();
+  v1::PredictResponse* response = reactor->response();
   return ServeCpuUnary<ValidPredict, v1::PredictResponse>(
-      context, [&] { return ValidatePredictRequest(*request, options_.limits); }, response,
+      context, reactor, [&] { return ValidatePredictRequest(*request, options_.limits); }, response,
       [](const ValidPredict& work, const ProgressCallback& cancel,
          v1::PredictResponse* response) -> absl::Status {
         absl::StatusOr<PredictResult> result =
@@ -532,9 +606,15 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(grpc::CallbackServe
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
-    grpc::CallbackServerContext* context, const v1::SubmitEvidenceRequest* request,
-    v1::SubmitEvidenceResponse* response) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::SubmitEvidenceRequest, v1::SubmitEvidenceResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::SubmitEvidenceRequest* request = reactor->request();
+  v1::SubmitEvidenceResponse* response = reactor->response();
   absl::Status status = Admit(context);
   absl::StatusOr<ValidEvidence> valid =
       status.ok() ? ValidateEvidenceRequest(*request, options_.limits) : status;
@@ -550,9 +630,15 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
-    grpc::CallbackServerContext* context, const v1::SubmitSearchRequest* request,
-    v1::SubmitSearchResponse* response) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::SubmitSearchRequest, v1::SubmitSearchResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::SubmitSearchRequest* request = reactor->request();
+  v1::SubmitSearchResponse* response = reactor->response();
   // Validated now, so that a bad request is refused at once rather than failing as a job; the
   // job validates again when it runs (the limits may have changed by then).
   absl::Status status = Admit(context);
@@ -562,9 +648,15 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitScore(
-    grpc::CallbackServerContext* context, const v1::SubmitScoreRequest* request,
-    v1::SubmitScoreResponse* response) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::SubmitScoreRequest, v1::SubmitScoreResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::SubmitScoreRequest* request = reactor->request();
+  v1::SubmitScoreResponse* response = reactor->response();
   absl::Status status = Admit(context);
   if (status.ok()) status = ValidateScoreRequest(request->score(), options_.limits).status();
   reactor->FinishWith(SubmitJob(kScoreJobKind, status, "score.", *request, response));
@@ -633,10 +725,16 @@ absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(grpc::CallbackServerContext* context,
-                                                            const v1::GetJobRequest* request,
-                                                            v1::GetJobResponse* response) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
+grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::GetJobRequest, v1::GetJobResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::GetJobRequest* request = reactor->request();
+  v1::GetJobResponse* response = reactor->response();
   absl::Status status = Admit(context);
   absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
   if (!id.ok()) {
@@ -661,8 +759,13 @@ absl::StatusOr<Job> ModelSelectionServiceImpl::GetApiJob(const std::string& id) 
   return job;
 }
 
-grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::WatchJob(
-    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ModelSelectionServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  v1::WatchJobRequest parsed;
+  if (absl::Status s = ReadRequest(context, *raw_request, &parsed); !s.ok()) {
+    return new RefusedWriteReactor(bridge::ToGrpcStatus(s));
+  }
+  const v1::WatchJobRequest* request = &parsed;
   absl::Status status = Admit(context);
   absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
   if (id.ok()) {
@@ -670,23 +773,22 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* ModelSelectionServiceImpl::Watch
     absl::StatusOr<Job> job = GetApiJob(*id);
     if (!job.ok()) id = job.status();
   }
-  if (!id.ok()) {
-    class Failed final : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
-     public:
-      explicit Failed(const absl::Status& s) { Finish(bridge::ToGrpcStatus(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Failed(id.status());
-  }
+  if (!id.ok()) return new RefusedWriteReactor(bridge::ToGrpcStatus(id.status()));
   auto* reactor = new WatchReactor(watch_hub_.get(), *id, kinds_.get());
   watch_hub_->Add(reactor);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
-    grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
-    v1::CancelJobResponse* response) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::CancelJobRequest, v1::CancelJobResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::CancelJobRequest* request = reactor->request();
+  v1::CancelJobResponse* response = reactor->response();
   absl::Status status = Admit(context);
   absl::StatusOr<std::string> id = status.ok() ? JobIdFromName(request->name(), "name") : status;
   if (!id.ok()) {
@@ -704,9 +806,15 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
 }
 
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
-    grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
-    v1::ListJobsResponse* response) {
-  auto* reactor = new CpuUnaryReactor(metrics_);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* reactor = new UnaryCall<v1::ListJobsRequest, v1::ListJobsResponse>(metrics_, raw_response);
+  if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
+    reactor->FinishWith(s);
+    return reactor;
+  }
+  const v1::ListJobsRequest* request = reactor->request();
+  v1::ListJobsResponse* response = reactor->response();
   if (absl::Status s = Admit(context); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;

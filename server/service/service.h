@@ -1,5 +1,8 @@
 // ModelSelectionServiceImpl: the gpsel.v1.ModelSelectionService on gRPC's callback API.
 //
+// Its methods take and give bytes (server/service/raw_calls.h): each parses its request itself,
+// after the token check, so that bytes which are not the method's request get INVALID_ARGUMENT
+// naming the message type (counted as undecodable_request in gpsel_rpc_rejected_total).
 // RPC threads never do numerics: Score, Search and Predict are validated on the RPC thread
 // (INVALID_ARGUMENT with google.rpc.BadRequest) and then handed to a BoundedWorkerPool; when its
 // queue is full the call fails at once with RESOURCE_EXHAUSTED. The numerics get a progress
@@ -27,6 +30,7 @@
 #include "gpsel/server/jobs/job_kind.h"
 #include "gpsel/server/jobs/job_runner.h"
 #include "gpsel/server/metrics/metrics.h"
+#include "gpsel/server/service/raw_calls.h"
 #include "gpsel/server/service/worker_pool.h"
 #include "gpsel/server/store/job_store.h"
 #include "gpsel/server/validation/validation.h"
@@ -45,7 +49,9 @@ struct ServiceOptions {
   absl::Duration watch_poll_interval = absl::Milliseconds(200);
 };
 
-class ModelSelectionServiceImpl final : public v1::ModelSelectionService::CallbackService {
+class CpuUnaryReactor;  // service.cc: a unary call's reactor
+
+class ModelSelectionServiceImpl final : public RawModelSelectionService {
  public:
   // `runner` may be null (a server without job workers still accepts and serves jobs); `kinds`
   // is the registry the runner executes from.
@@ -57,40 +63,49 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   // New calls fail with UNAVAILABLE; open WatchJob streams end with UNAVAILABLE.
   void StartDraining();
 
+  // Every method receives its request's bytes (`raw_request`) and, for a unary method, fills
+  // `raw_response` with its response's bytes.
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
-                                  const v1::ScoreRequest* request,
-                                  v1::ScoreResponse* response) override;
-  grpc::ServerWriteReactor<v1::SearchResponse>* Search(grpc::CallbackServerContext* context,
-                                                       const v1::SearchRequest* request) override;
+                                  const grpc::ByteBuffer* raw_request,
+                                  grpc::ByteBuffer* raw_response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Search(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* raw_request) override;
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
-                                    const v1::PredictRequest* request,
-                                    v1::PredictResponse* response) override;
+                                    const grpc::ByteBuffer* raw_request,
+                                    grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* SubmitEvidence(grpc::CallbackServerContext* context,
-                                           const v1::SubmitEvidenceRequest* request,
-                                           v1::SubmitEvidenceResponse* response) override;
+                                           const grpc::ByteBuffer* raw_request,
+                                           grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* SubmitSearch(grpc::CallbackServerContext* context,
-                                         const v1::SubmitSearchRequest* request,
-                                         v1::SubmitSearchResponse* response) override;
+                                         const grpc::ByteBuffer* raw_request,
+                                         grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* SubmitScore(grpc::CallbackServerContext* context,
-                                        const v1::SubmitScoreRequest* request,
-                                        v1::SubmitScoreResponse* response) override;
+                                        const grpc::ByteBuffer* raw_request,
+                                        grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
-                                   const v1::GetJobRequest* request,
-                                   v1::GetJobResponse* response) override;
-  grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(
-      grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) override;
+                                   const grpc::ByteBuffer* raw_request,
+                                   grpc::ByteBuffer* raw_response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchJob(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
-                                      const v1::CancelJobRequest* request,
-                                      v1::CancelJobResponse* response) override;
+                                      const grpc::ByteBuffer* raw_request,
+                                      grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
-                                     const v1::ListJobsRequest* request,
-                                     v1::ListJobsResponse* response) override;
+                                     const grpc::ByteBuffer* raw_request,
+                                     grpc::ByteBuffer* raw_response) override;
 
   class WatchHub;
 
  private:
   // Auth and draining checks every call passes first.
   absl::Status Admit(grpc::CallbackServerContext* context);
+  // Whether the call carries the token (or none is needed); counts nothing (Admit does).
+  bool Authorized(grpc::CallbackServerContext* context) const;
+  // Parses a call's request bytes into `request`. A call without the token is not parsed (its
+  // handler's Admit refuses it, with UNAUTHENTICATED); bytes that are not a request give
+  // INVALID_ARGUMENT (raw_calls.h ParseRequest), counted as undecodable_request.
+  absl::Status ReadRequest(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
+                           google::protobuf::Message* request);
   // Queues CPU work; false (and a RESOURCE_EXHAUSTED status in *refusal) when full.
   bool Schedule(std::function<void()> task, absl::Status* refusal);
   void UpdatePoolMetrics();
@@ -99,7 +114,7 @@ class ModelSelectionServiceImpl final : public v1::ModelSelectionService::Callba
   // call's cancellation and deadline and the memory guard; the response is cleared on failure.
   template <typename Valid, typename Response>
   grpc::ServerUnaryReactor* ServeCpuUnary(
-      grpc::CallbackServerContext* context,
+      grpc::CallbackServerContext* context, CpuUnaryReactor* reactor,
       const std::function<absl::StatusOr<Valid>()>& validate, Response* response,
       std::function<absl::Status(const Valid&, const ProgressCallback& cancel, Response*)> work);
   // A Submit* call after validation (`validation`: Admit's and the request's checks; its field

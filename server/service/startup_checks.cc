@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/server_context.h>
 
 #include "absl/strings/ascii.h"
@@ -22,30 +23,62 @@ absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data()
 
 // Refuses reflection calls without the token: the reflection service is gRPC's, so the check
 // that every gpsel handler makes (ModelSelectionServiceImpl::Admit) happens here instead. A
-// server interceptor cannot answer with a status of its own, so it cancels the call: the client
-// sees CANCELLED and no descriptor.
+// server interceptor cannot end a call with a status of its own, but it can rewrite what the
+// handler sends: every response becomes the reflection protocol's in-band ErrorResponse
+// (UNAUTHENTICATED), so no descriptor leaves the server, and the call's final status becomes
+// UNAUTHENTICATED (issue 33: cancelling the call showed the client CANCELLED).
 class ReflectionAuthInterceptor final : public grpc::experimental::Interceptor {
  public:
-  ReflectionAuthInterceptor(grpc::experimental::ServerRpcInfo* info, const std::string* token)
-      : info_(info), token_(token) {}
+  explicit ReflectionAuthInterceptor(const std::string* token) : token_(token) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
       std::vector<std::string> values;
       for (const auto& [key, value] : *methods->GetRecvInitialMetadata()) {
         if (std::string(key.data(), key.size()) == "authorization") {
           values.emplace_back(value.data(), value.size());
         }
       }
-      if (!BearerTokenMatches(values, *token_)) info_->server_context()->TryCancel();
+      refused_ = !BearerTokenMatches(values, *token_);
+    }
+    if (refused_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      if (grpc::ByteBuffer* message = methods->GetSerializedSendMessage()) {
+        grpc::Slice slice(RefusalResponse());
+        *message = grpc::ByteBuffer(&slice, 1);
+      }
+    }
+    if (refused_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      methods->ModifySendStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kRefusal));
     }
     methods->Proceed();
   }
 
  private:
-  grpc::experimental::ServerRpcInfo* info_;
+  static constexpr char kRefusal[] =
+      "missing or wrong bearer token (metadata \"authorization: Bearer <token>\")";
+  static_assert(sizeof(kRefusal) < 120, "RefusalResponse writes one-byte lengths");
+
+  // ServerReflectionResponse{error_response (7): ErrorResponse{error_code (1): 16,
+  // error_message (2): kRefusal}}, encoded by hand: the reflection messages' C++ classes are
+  // not installed.
+  static std::string RefusalResponse() {
+    const std::string message(kRefusal);
+    std::string error;
+    error += '\x08';  // field 1, varint
+    error += static_cast<char>(grpc::StatusCode::UNAUTHENTICATED);
+    error += '\x12';  // field 2, length-delimited
+    error += static_cast<char>(message.size());  // < 128: one varint byte
+    error += message;
+    std::string response;
+    response += '\x3a';  // field 7, length-delimited
+    response += static_cast<char>(error.size());  // < 128
+    response += error;
+    return response;
+  }
+
   const std::string* token_;
+  bool refused_ = false;
 };
 
 class ReflectionAuthFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -55,7 +88,7 @@ class ReflectionAuthFactory final : public grpc::experimental::ServerInterceptor
       grpc::experimental::ServerRpcInfo* info) override {
     const char* method = info->method();
     if (method == nullptr || !absl::StartsWith(method, "/grpc.reflection.")) return nullptr;
-    return new ReflectionAuthInterceptor(info, &token_);
+    return new ReflectionAuthInterceptor(&token_);
   }
 
  private:

@@ -42,8 +42,9 @@ bool IsLoopbackListenAddress(std::string_view listen);
 // compared in constant time whatever the mismatch position.
 bool BearerTokenMatches(const std::vector<std::string>& values, const std::string& expected);
 
-// A server interceptor that cancels reflection calls (grpc.reflection.*) that do not carry the
-// bearer token. Empty `token`: nothing to check (nullptr).
+// A server interceptor that refuses reflection calls (grpc.reflection.*) that do not carry the
+// bearer token: each response is replaced by an in-band UNAUTHENTICATED ErrorResponse and the
+// call ends UNAUTHENTICATED. Empty `token`: nothing to check (nullptr).
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 ReflectionAuthInterceptorFactory(const std::string& token);
 

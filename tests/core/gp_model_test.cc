@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gpsel/core/dataset.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "tests/status_matchers.h"
@@ -1271,6 +1272,44 @@ TEST(GpModelTiledTest, JitterRetryRemakesTheMatrixFromItsTiles) {
         << *value << " vs " << reference << " (jitter " << hess->jitter << ")";
   }
   EXPECT_GT(jittered, 0);
+}
+
+// The likelihood asks its poll between the blocks of the factorisation and the inverse and
+// between columns of the gradient's tiles (issue 33: at n = 10,000 a cancelled fit held its
+// worker for a whole evaluation). A poll that never stops changes nothing, bit for bit; one that
+// stops ends the evaluation with its error.
+TEST(GpModelCancellationTest, LikelihoodStopsWhenItsPollDoes) {
+  absl::StatusOr<Dataset> weekly = LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/co2_weekly.csv");
+  ASSERT_TRUE(weekly.ok()) << weekly.status();
+  const int n = 1100;  // above the blocked size (core/linalg.h), tiled gradient
+  const Eigen::VectorXd y = weekly->y.head(n).array() - weekly->y.head(n).mean();
+  const GpModel model = MakeModel(Kernel("C*SE + C*PER"), weekly->x.topRows(n), y);
+  const Eigen::VectorXd raw = model.prior_mean();
+  Eigen::VectorXd plain_gradient;
+  absl::StatusOr<double> plain = model.LogLikelihood(raw, &plain_gradient);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  int polls = 0;
+  Eigen::VectorXd polled_gradient;
+  absl::StatusOr<double> polled =
+      model.LogLikelihood(raw, &polled_gradient, [&](const Progress& p) {
+        EXPECT_TRUE(p.poll_only);
+        ++polls;
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  EXPECT_EQ(*polled, *plain);
+  EXPECT_EQ(polled_gradient, plain_gradient);
+  // 5 blocks of the factorisation, the inverse's blocks, 18 columns of tiles.
+  EXPECT_GE(polls, 5 + 10 + 18);
+  for (int stop_at : {1, 5, polls - 3}) {
+    int seen = 0;
+    Eigen::VectorXd gradient;
+    absl::StatusOr<double> stopped = model.LogLikelihood(raw, &gradient, [&](const Progress&) {
+      return ++seen >= stop_at ? absl::DeadlineExceededError("late") : absl::OkStatus();
+    });
+    EXPECT_THAT(stopped, StatusIs(absl::StatusCode::kDeadlineExceeded)) << "stop at " << stop_at;
+    EXPECT_EQ(seen, stop_at) << "asked again after it said stop";
+  }
 }
 
 }  // namespace

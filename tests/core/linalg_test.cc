@@ -1,10 +1,13 @@
 // SpdFactorization (core/linalg.cc): Cholesky, solves, log-determinant and inverse against Eigen's
 // own LLT, and the same answers when many threads factorise at once (the search's thread pool and
-// the server's workers do; Debian's serial OpenBLAS gets this wrong).
+// the server's workers do; Debian's serial OpenBLAS gets this wrong); the blocked factorisation
+// and inverse of large matrices, and their cancellation between blocks.
 #include "gpsel/core/linalg.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -136,6 +139,93 @@ TEST(SpdFactorizationTest, ConcurrentCallsGiveTheSerialAnswers) {
   }
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+// From 4 × kPolledBlockPoints rows on the factorisation and the inverse run in blocks (a last
+// partial block here): the same answers as Eigen's LLT.
+TEST(SpdFactorizationTest, BlockedFactorAndInverseOfALargeMatrixMatchEigen) {
+  const int n = 4 * kPolledBlockPoints + 77;
+  const Eigen::MatrixXd k = RandomSpd(n, 7);
+  SpdFactorization factor;
+  int polls = 0;
+  ASSERT_TRUE(factor.Compute(k, [&](const Progress&) { ++polls; return absl::OkStatus(); }).ok());
+  EXPECT_EQ(polls, 5);  // one per block column
+  EXPECT_EQ(factor.jitter(), 0.0);
+  const Eigen::LLT<Eigen::MatrixXd> llt(k);
+  const Eigen::MatrixXd l_ref = llt.matrixL();
+  EXPECT_LT(RelativeError(factor.lower().triangularView<Eigen::Lower>(), l_ref), 1e-12);
+  const Eigen::MatrixXd inverse = factor.Inverse();
+  const Eigen::MatrixXd inverse_ref = llt.solve(Eigen::MatrixXd::Identity(n, n));
+  EXPECT_LT(RelativeError(inverse, inverse_ref), 1e-8);
+  absl::StatusOr<SpdFactorization::InverseParts> parts =
+      SpdFactorization(factor).TakeInverseFactorAndInverse(ProgressCallback());
+  ASSERT_TRUE(parts.ok());
+  const Eigen::MatrixXd l_inverse_ref = l_ref.triangularView<Eigen::Lower>().solve(
+      Eigen::MatrixXd::Identity(n, n));
+  EXPECT_LT(RelativeError(parts->inverse_factor, l_inverse_ref), 1e-10);
+  EXPECT_LT(RelativeError(parts->inverse_lower.triangularView<Eigen::Lower>(),
+                          inverse_ref.triangularView<Eigen::Lower>()),
+            1e-8);
+  // Not positive definite in a later block: refused (after the jitter retries), not NaN.
+  Eigen::MatrixXd indefinite = Eigen::MatrixXd::Identity(n, n);
+  indefinite(3 * kPolledBlockPoints + 5, 3 * kPolledBlockPoints + 5) = -1.0;
+  const absl::Status refused = factor.Compute(indefinite);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+}
+
+// A factorisation (and an inverse) of n = 3,000 asked to stop from another thread stops at the
+// next block: measured against the whole computation's time in the same process (a ratio, not
+// a time).
+TEST(SpdFactorizationTest, CancelledFromAnotherThreadStopsBetweenBlocks) {
+  using Clock = std::chrono::steady_clock;
+  const int n = 3000;
+  const Eigen::MatrixXd k = RandomSpd(n, 11);
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  // The whole factorisation and inverse, with a poll that never stops (the best of two).
+  double whole_factor = 1e9, whole_inverse = 1e9;
+  for (int round = 0; round < 2; ++round) {
+    SpdFactorization factor;
+    const auto start = Clock::now();
+    ASSERT_TRUE(factor.Compute(k, [](const Progress&) { return absl::OkStatus(); }).ok());
+    const auto factored = Clock::now();
+    ASSERT_TRUE(std::move(factor)
+                    .TakeInverseLowerTriangle([](const Progress&) { return absl::OkStatus(); })
+                    .ok());
+    whole_factor = std::min(whole_factor, seconds(factored - start));
+    whole_inverse = std::min(whole_inverse, seconds(Clock::now() - factored));
+  }
+  // `stage` 0: cancel during the factorisation, 1: during the inverse.
+  for (int stage = 0; stage < 2; ++stage) {
+    std::atomic<bool> cancel{false};
+    std::atomic<int> polls{0};
+    const ProgressCallback poll = [&](const Progress& p) -> absl::Status {
+      EXPECT_TRUE(p.poll_only);
+      ++polls;
+      return cancel.load() ? absl::CancelledError("cancelled by the test") : absl::OkStatus();
+    };
+    SpdFactorization factor;
+    if (stage == 1) ASSERT_TRUE(factor.Compute(k).ok());
+    absl::Status status;
+    Clock::time_point returned;
+    std::thread worker([&] {
+      if (stage == 0) {
+        status = factor.Compute(k, poll);
+      } else {
+        status = std::move(factor).TakeInverseLowerTriangle(poll).status();
+      }
+      returned = Clock::now();
+    });
+    while (polls.load() < 2) std::this_thread::yield();  // well under way
+    const auto cancelled_at = Clock::now();
+    cancel.store(true);
+    worker.join();
+    EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << "stage " << stage << ": " << status;
+    const double latency = seconds(returned - cancelled_at);
+    const double whole = stage == 0 ? whole_factor : whole_inverse;
+    EXPECT_LT(latency, 0.35 * whole)
+        << "stage " << stage << ": stopped " << latency << " s after the cancel; the whole took "
+        << whole << " s";
+  }
 }
 
 }  // namespace
