@@ -411,7 +411,8 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   // (proto/bridge/convert.h).
   // Held-out data: the dataset's limits, and its columns.
   if (request.has_test()) {
-    std::optional<Dataset> test = CheckDataset(request.test(), limits, v, /*sparse_possible=*/false, "test");
+    std::optional<Dataset> test =
+        CheckDataset(request.test(), limits, v, /*sparse_possible=*/false, "test");
     if (test && data && test->num_dims() != data->num_dims()) {
       v.Add("test.num_dims", absl::StrCat("is ", test->num_dims(), "; the dataset has ",
                                           data->num_dims(), " input column(s)"));
