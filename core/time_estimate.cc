@@ -11,6 +11,7 @@
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress_clock.h"
+#include "gpsel/core/sparse_cost.h"
 
 namespace gpsel {
 namespace {
@@ -82,20 +83,12 @@ FitCost KernelFitCost(int64_t n, int u, int fits, int starts, int threads, bool 
   return cost;
 }
 
-// The sparse model (core/sparse_fit.h): one bound evaluation with gradient at n points and m
-// inducing points is a few n·m² products (A = L⁻¹K_uf, AAᵀ, the W blocks) and n·m kernel entries
-// with their u derivatives. The constants put the recorded synthetic n = 10⁴, m ≤ 256 score
-// (bench/RESULTS.md, issue 28: 117 s CPU) within the model's factor of two.
-constexpr double kSparseSecondsPerNm2 = 1e-10;
-constexpr double kSparseSecondsPerNmU = 5e-9;
-// m doubles from 32; each larger m refits the kept modes (3) for up to 3 select-and-fit rounds,
-// warm, at about half a cold start's evaluations.
+// The sparse model (core/sparse_fit.h): one bound evaluation with its gradient costs
+// SparseEvaluationSeconds (core/sparse_cost.h, whose constants were checked against the
+// measured evaluations of bench/RESULTS.md, issue 28). m doubles from 32; each larger m refits
+// the kept modes (3) for up to 3 select-and-fit rounds, warm, at about half a cold start's
+// evaluations.
 constexpr double kSparseRefitsPerStep = 4.5;
-
-double SparseEvaluationSeconds(int64_t n, int m, int u) {
-  const double nd = static_cast<double>(n), md = static_cast<double>(m);
-  return kSparseSecondsPerNm2 * nd * md * md + kSparseSecondsPerNmU * nd * md * u;
-}
 
 // The largest m the sparse fits of a request reach (ScoreOptions::approx).
 int SparseInducing(int64_t n, const ApproxOptions& approx) {
