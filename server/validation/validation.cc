@@ -60,7 +60,7 @@ bool SparsePossible(const v1::FitOptions& fit) {
 // `field` names it in the violations ("dataset", or "test" for held-out data).
 std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimits& limits,
                                     Violations& v, bool sparse_possible = false,
-                                    std::string_view field = "dataset") {
+                                    const std::string& field = "dataset") {
   const size_t before = 0;
   (void)before;
   bool ok = true;
