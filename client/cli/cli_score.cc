@@ -76,7 +76,7 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
                "--restarts; ? = still one start then: MAY NOT BE GLOBAL.\n";
   for (const KernelScore& s : scores) {
     if (const std::string note = MayNotBeGlobalNote(s); !note.empty()) {
-      std::cout << s.kernel << ":" << note << "\n";
+      std::cout << s.kernel << note << "\n";
     }
   }
   if (!scores.empty() && scores[0].x_scale != 1.0) {
