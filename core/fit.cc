@@ -369,7 +369,30 @@ struct StartOutcome {
   double value = -std::numeric_limits<double>::infinity();
   int iterations = 0;
   int evaluations = 0;
+  // Prior draws this start stands for when confirming an optimum: 1, or for an MLL start
+  // continuing from a MAP end point (FitOptions::share_prior_draws) the MAP draws that ended
+  // there.
+  int weight = 1;
 };
+
+// Prior draws, weighted (StartOutcome::weight), whose end point lies within kSameOptimumNats
+// of `level`: the evidence that `level` is the best optimum a fresh draw would find.
+int DrawsReaching(const std::vector<StartOutcome>& outcomes, double level) {
+  int count = 0;
+  for (const StartOutcome& outcome : outcomes) {
+    if (outcome.ok && outcome.value >= level - kSameOptimumNats) count += outcome.weight;
+  }
+  return count;
+}
+
+// The best end point of `outcomes` (−∞ when none is finite).
+double BestEndValue(const std::vector<StartOutcome>& outcomes) {
+  double best = -std::numeric_limits<double>::infinity();
+  for (const StartOutcome& outcome : outcomes) {
+    if (outcome.ok) best = std::max(best, outcome.value);
+  }
+  return best;
+}
 
 // Positive curvature of the objective larger than this (in raw units) makes a stationary point a
 // saddle, not a maximum.
@@ -527,6 +550,9 @@ absl::Status FitOptions::Validate() const {
     return absl::InvalidArgumentError("restarts: must be between 1 and 1000");
   }
   if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be ≥ 1");
+  if (max_draws_factor < 1 || max_draws_factor > 100) {
+    return absl::InvalidArgumentError("max_draws_factor: must be between 1 and 100");
+  }
   if (threads < 1 || threads > 256) {
     return absl::InvalidArgumentError("threads: must be between 1 and 256");
   }
@@ -614,6 +640,10 @@ std::string FitResult::Summary() const {
       log_likelihood, log_prior, best_restart, StartKindName(best_start_kind),
       best_start_origin.empty() ? "" : ": ", best_start_origin, starts_at_best, starts,
       successful_restarts, starts, iterations, evaluations);
+  if (extra_draws > 0) absl::StrAppendFormat(&out, "  %d prior draws added to confirm the optimum\n", extra_draws);
+  if (may_not_be_global) {
+    out += "  MAY NOT BE GLOBAL: one start reached the optimum, even after the capped extra draws\n";
+  }
   for (const auto& [name, value] : values) absl::StrAppendFormat(&out, "  %-24s %.6g\n", name, value);
   return out;
 }
@@ -693,16 +723,21 @@ class FitRun {
     Progress p{stage_,
                fraction_offset_ + fraction_scale_ * static_cast<double>(start) / total_starts_,
                absl::StrCat("start ", start + 1, "/", total_starts_)};
-    if (start < prior_draws_) {
-      std::mt19937_64 rng(MixSeed(options_.seed, static_cast<uint64_t>(objective_), start));
-      std::normal_distribution<double> normal(0.0, 1.0);
-      Eigen::VectorXd x(u_);
-      for (int k = 0; k < u_; ++k) x(k) = mean_(k) + sd_(k) * normal(rng);
-      return RunFrom(std::move(x), StartKind::kPriorDraw, "", p, report);
-    }
+    if (start < prior_draws_) return RunFrom(PriorDraw(start), StartKind::kPriorDraw, "", p, report);
     const StartPoint& extra = *extra_starts_[start - prior_draws_];
     return RunFrom(extra.raw, extra.kind, extra.origin, p, report);
   }
+
+  // The prior draw number `draw` (0-based over this objective's stream; numbers from
+  // prior_draws() on are the draws added to confirm an optimum, FitOptions::max_draws_factor).
+  StartOutcome RunPriorDraw(int draw, const ProgressCallback& report) const {
+    Progress p{stage_, fraction_offset_ + fraction_scale_,
+               absl::StrCat("extra draw ", draw + 1, " to confirm the optimum")};
+    return RunFrom(PriorDraw(draw), StartKind::kPriorDraw, "", p, report);
+  }
+
+  int prior_draws() const { return prior_draws_; }
+  int num_free() const { return u_; }
 
   // A start from the other objective's point (FitHyperparametersJointly's cross-seeding).
   StartOutcome RunCrossStart(const Eigen::VectorXd& raw, const std::string& origin,
@@ -757,6 +792,7 @@ class FitRun {
       return absl::FailedPreconditionError(absl::StrCat(
           stage_, ": no start produced a finite likelihood (covariance never positive definite)"));
     }
+    const double best_end = best;
     // A period shorter than two grid steps is a reflection of the one the data resolve, with the
     // same likelihood (core/internal/period_alias.h): the winner moves there when the objective does not
     // drop, so that yearly sunspots report 10.3 years and not the equally likely 0.91. The
@@ -786,11 +822,12 @@ class FitRun {
       result.objective_hessian_jitter = at_optimum.jitter;
     }
     GPSEL_RETURN_IF_ERROR(SetValuesAt(result.raw, result));
-    // The winner counts itself even when its polish gained more than kSameOptimumNats.
+    // Counted against the best end point before the polish (the polish of the winner alone must
+    // not uncount the starts that ended in its basin), as the extra draws count them.
     for (int start = 0; start < result.starts; ++start) {
       const StartOutcome& outcome = outcomes[start];
       if (start == result.best_restart ||
-          (outcome.ok && outcome.value >= result.objective_value - kSameOptimumNats)) {
+          (outcome.ok && outcome.value >= best_end - kSameOptimumNats)) {
         ++result.starts_at_best;
       }
     }
@@ -820,6 +857,15 @@ class FitRun {
   }
 
  private:
+  // Deterministic per (seed, objective, draw): independent of evaluation order.
+  Eigen::VectorXd PriorDraw(int draw) const {
+    std::mt19937_64 rng(MixSeed(options_.seed, static_cast<uint64_t>(objective_), draw));
+    std::normal_distribution<double> normal(0.0, 1.0);
+    Eigen::VectorXd x(u_);
+    for (int k = 0; k < u_; ++k) x(k) = mean_(k) + sd_(k) * normal(rng);
+    return x;
+  }
+
   static std::vector<const StartPoint*> ExtraStartsFor(const FitOptions& options,
                                                        FitObjective objective) {
     std::vector<const StartPoint*> starts;
@@ -1029,15 +1075,19 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
   if (follow) {
     std::vector<std::pair<Eigen::VectorXd, std::string>> points;
     std::vector<double> values;
+    std::vector<int> draws_there;  // MAP draws that ended at each point (StartOutcome::weight)
     for (size_t k = 0; k < outcomes[map].size(); ++k) {
       const StartOutcome& draw = outcomes[map][k];
       if (!draw.ok || draw.kind != StartKind::kPriorDraw) continue;
-      if (std::any_of(values.begin(), values.end(), [&](double v) {
-            return std::abs(v - draw.value) <= kSameOptimumNats;
-          })) {
+      const auto same = std::find_if(values.begin(), values.end(), [&](double v) {
+        return std::abs(v - draw.value) <= kSameOptimumNats;
+      });
+      if (same != values.end()) {
+        ++draws_there[same - values.begin()];
         continue;
       }
       values.push_back(draw.value);
+      draws_there.push_back(1);
       points.emplace_back(draw.raw, absl::StrCat("MAP start ", k, "'s end point"));
     }
     const size_t first = outcomes[mll].size();
@@ -1047,6 +1097,7 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
       tasks.push_back([&, k] {
         outcomes[mll][first + k] =
             runs[mll]->RunCrossStart(points[k].first, points[k].second, report);
+        outcomes[mll][first + k].weight = draws_there[k];
       });
     }
     RunTasks(pool, tasks);
@@ -1086,6 +1137,41 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
         outcomes[run].back() = runs[run]->RunCrossStart(point, origin, report);
       });
     }
+    RunTasks(pool, tasks);
+    GPSEL_RETURN_IF_ERROR(first_error());
+  }
+
+  // 2b. One optimum per kernel (FitOptions::max_draws_factor): a fit whose best end point only
+  // one start reached draws `restarts` more prior starts, round after round, until a second
+  // one reaches it (or a better one twice) or it has drawn max_draws_factor × restarts. A start
+  // that reaches an optimum once is no evidence that no better one exists: score and search,
+  // whose extra starts differ, then found different optima of one kernel on the same data (the
+  // unemployment series of issue 27). Rounds of fixed size keep the result independent of the
+  // thread count.
+  std::vector<int> draws_made(num_runs), extra_draws(num_runs, 0);
+  for (size_t r = 0; r < num_runs; ++r) draws_made[r] = runs[r]->prior_draws();
+  // The follower's MLL fit stands on the MAP fit's `restarts` draws.
+  const int draw_cap = options.restarts * options.max_draws_factor;
+  auto confirmed = [&](size_t r) {
+    return runs[r]->num_free() == 0 || DrawsReaching(outcomes[r], BestEndValue(outcomes[r])) >= 2;
+  };
+  for (;;) {
+    std::vector<std::function<void()>> tasks;
+    for (size_t r = 0; r < num_runs; ++r) {
+      const int drawn = std::max(runs[r]->prior_draws(), options.restarts) + extra_draws[r];
+      if (confirmed(r) || drawn >= draw_cap) continue;
+      const int round = std::min(options.restarts, draw_cap - drawn);
+      const size_t first = outcomes[r].size();
+      outcomes[r].resize(first + round);
+      for (int k = 0; k < round; ++k) {
+        tasks.push_back([&, r, k, first, draw = draws_made[r] + k] {
+          outcomes[r][first + k] = runs[r]->RunPriorDraw(draw, report);
+        });
+      }
+      draws_made[r] += round;
+      extra_draws[r] += round;
+    }
+    if (tasks.empty()) break;
     RunTasks(pool, tasks);
     GPSEL_RETURN_IF_ERROR(first_error());
   }
@@ -1148,7 +1234,16 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
   }
 
   std::vector<FitResult> out;
-  for (auto& result : results) out.push_back(*std::move(result));
+  for (size_t r = 0; r < num_runs; ++r) {
+    FitResult& result = *results[r];
+    result.extra_draws = extra_draws[r];
+    // Counted at the lower of the result's value and the best end point: the winner's polish may
+    // have climbed above the end points of its basin, and an adopted optimum (step 4) may lie
+    // above all of this fit's own end points.
+    const double level = std::min(result.objective_value, BestEndValue(outcomes[r]));
+    result.may_not_be_global = runs[r]->num_free() > 0 && DrawsReaching(outcomes[r], level) < 2;
+    out.push_back(std::move(result));
+  }
   return out;
 }
 

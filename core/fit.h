@@ -86,6 +86,15 @@ struct FitOptions {
   // it lost no optimum on the bundled series and halves the prior-draw work, and leaves it off
   // with a period, where it did lose (bench/RESULTS.md, "Shared prior draws").
   bool share_prior_draws = false;
+  // One optimum per kernel, whatever the command: a fit whose best end point was reached by
+  // only one start (within kSameOptimumNats) draws `restarts` more prior starts, round after
+  // round, until a second start reaches it or the fit has drawn max_draws_factor × restarts in
+  // all; then FitResult::may_not_be_global says the cap stopped it. 1 = exactly `restarts`
+  // draws, never more (the behaviour before issue 27). An MLL fit following the MAP fit's draws
+  // (share_prior_draws) counts each MAP end point as the draws that reached it, and draws its
+  // own only when that is not enough. Rounds have a fixed size, so the result still depends only
+  // on the seed, never on the thread count. Cost: bench/RESULTS.md, "Issue 27".
+  int max_draws_factor = 4;
   absl::Status Validate() const;
 };
 
@@ -99,9 +108,15 @@ struct FitResult {
   int best_restart = 0;                   // which start won (index over all starts below)
   int starts = 0;                         // prior draws + extra + cross-seeded/following starts
   int successful_restarts = 0;            // starts that produced a finite optimum
-  // Starts whose end point came within kSameOptimumNats of the optimum: 1 means only one start
-  // found it, and a better one may exist elsewhere.
+  // Starts whose end point came within kSameOptimumNats of the best end point (before the
+  // winner's polish): 1 means only one start found it, and a better one may exist elsewhere.
   int starts_at_best = 0;
+  // Prior draws added beyond `restarts` because the best end point had been reached only once
+  // (FitOptions::max_draws_factor).
+  int extra_draws = 0;
+  // The cap on draws stopped the fit with its best end point reached by one start only: a
+  // better optimum may exist (headline "may not be global").
+  bool may_not_be_global = false;
   StartKind best_start_kind = StartKind::kPriorDraw;  // the winning start's kind ...
   std::string best_start_origin;                      // ... and origin
   int iterations = 0;                     // improving steps (L-BFGS and Newton) over starts

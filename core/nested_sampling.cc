@@ -1003,10 +1003,8 @@ double Engine::BootstrapError(const RunView& view, uint64_t salt) const {
 bool Engine::ImportanceEstimate(double* log_z, double* error) {
   if (!ins_valid_ || ins_l_.empty()) return false;
   const int num_epochs = static_cast<int>(epochs_.size());
-  int64_t total = 0;
   std::vector<double> log_density(num_epochs);  // log(R_e / ΣV_e)
   for (int e = 0; e < num_epochs; ++e) {
-    total += epochs_[e].proposals;
     log_density[e] = epochs_[e].proposals == 0
                          ? -kInf
                          : std::log(static_cast<double>(epochs_[e].proposals)) -
@@ -1047,17 +1045,33 @@ bool Engine::ImportanceEstimate(double* log_z, double* error) {
     if (ins_l_[k] > -kInf) max_term = std::max(max_term, ins_l_[k] - ins_log_g_[k]);
   }
   if (max_term == -kInf || !std::isfinite(max_term)) return false;
-  double s1 = 0.0, s2 = 0.0;
+  double s1 = 0.0;
+  for (int64_t k = 0; k < m; ++k) {
+    if (ins_l_[k] == -kInf) continue;
+    s1 += std::exp(ins_l_[k] - ins_log_g_[k] - max_term);
+  }
+  *log_z = max_term + std::log(s1);
+  // Ẑ = Σ_all w_j with w = L / G on kept points and 0 elsewhere (G = Σ_e R_e/V_e 1[x ∈ bound_e]).
+  // The draws are stratified, not R independent draws from the mixture G: epoch e draws exactly
+  // R_e points uniformly from its own bound. So Var Ẑ = Σ_e R_e Var_e(w), estimated by
+  // Σ_e (Σ_{j∈e} w_j² − (Σ_{j∈e} w_j)² / R_e). The formula for independent draws from G,
+  // Σ w² − Ẑ²/R, which this replaced, adds the spread of the epochs' means and overstated the
+  // error 1.75-fold on the paper's example (93 % of 30 seeds inside ±1σ; bench/RESULTS.md,
+  // "Issue 27", bench/evidence_coverage.py).
+  std::vector<double> epoch_sum(num_epochs, 0.0), epoch_squares(num_epochs, 0.0);
   for (int64_t k = 0; k < m; ++k) {
     if (ins_l_[k] == -kInf) continue;
     const double e = std::exp(ins_l_[k] - ins_log_g_[k] - max_term);
-    s1 += e;
-    s2 += e * e;
+    epoch_sum[ins_epoch_[k]] += e;
+    epoch_squares[ins_epoch_[k]] += e * e;
   }
-  *log_z = max_term + std::log(s1);
-  // Ẑ = (1/R) Σ_all f_j with f = R L / G on kept points and 0 elsewhere; its relative variance
-  // is Σ (L/G)² / Ẑ² - 1/R.
-  const double rel_var = s2 / (s1 * s1) - 1.0 / static_cast<double>(total);
+  double variance = 0.0;
+  for (int e = 0; e < num_epochs; ++e) {
+    if (epochs_[e].proposals == 0) continue;
+    variance += epoch_squares[e] -
+                epoch_sum[e] * epoch_sum[e] / static_cast<double>(epochs_[e].proposals);
+  }
+  const double rel_var = variance / (s1 * s1);
   *error = std::sqrt(std::max(rel_var, 0.0));
   return std::isfinite(*log_z);
 }
@@ -1280,7 +1294,7 @@ absl::Status NestedSamplingOptions::Validate() const {
 
 std::string NestedSamplingResult::Summary() const {
   std::string s = absl::StrFormat(
-      "log Z = %.4f ± %.4f (%s; nested %.4f ± %.4f, bootstrap ± %.4f), H = %.3f nats, "
+      "log Z = %.4f ± %.4f (%s; classic %.4f ± %.4f, its bootstrap ± %.4f), H = %.3f nats, "
       "%d likelihood calls, %d dead points, ESS %.0f, %d live points",
       log_evidence, log_evidence_error, log_evidence_estimator, log_evidence_nested,
       log_evidence_nested_error, log_evidence_error_bootstrap, information, likelihood_calls,

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gpsel/core/approx_score.h"
@@ -356,8 +357,15 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
     const double natural = value != fit.values.end() ? value->second : Softplus(raw);
     // Lengthscales, periods and LIN variances depend on the units of x; the rest on y's.
     const bool depends_on_x_units = UserUnitsPerModelUnit(name, 2.0) != 1.0;
+    // Rescaling x is no remedy once x was rescaled (issue 27: the warning suggested
+    // --scale-x auto after it had been used).
+    const bool x_rescaled = options.scale_x.mode != XScaling::Mode::kNone;
     const std::string remedy =
-        depends_on_x_units
+        depends_on_x_units && x_rescaled
+            ? absl::StrCat("x is already rescaled (--scale-x ", XScalingText(options.scale_x),
+                           "): set its prior with --prior ", name, "=MEAN,SD or fix it with --fix ",
+                           name, "=VALUE")
+        : depends_on_x_units
             ? absl::StrCat("check the units of x (rescale with --scale-x auto or FACTOR) or set "
                            "its prior with --prior ", name, "=MEAN,SD")
             : absl::StrCat("set its prior with --prior ", name, "=MEAN,SD or fix it with --fix ",
@@ -387,11 +395,13 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
           (offset + Softplus(mean(k) + 1.96 * sd(k))) * units, remedy));
     }
   }
-  if (fit.starts > 1 && fit.starts_at_best <= 1) {
+  if (fit.may_not_be_global) {
     warnings->push_back(absl::StrFormat(
-        "%s fit: only 1 of %d starts reached the optimum (objective %.4f), so it may not be "
-        "global; raise --restarts (now %d) to check",
-        label, fit.starts, fit.objective_value, options.fit.restarts));
+        "%s fit: only 1 of %d starts reached the optimum (objective %.4f), even after %d extra "
+        "prior draws (the cap, %d × --restarts), so it may not be global; raise --restarts "
+        "(now %d) to check",
+        label, fit.starts, fit.objective_value, fit.extra_draws, options.fit.max_draws_factor,
+        options.fit.restarts));
   }
 }
 
@@ -460,6 +470,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   for (Metric m : metrics) (NeedsMllFit(m) ? need_mll : need_map) = true;
 
   KernelScore score;
+  std::map<std::string, double> prior_dominated_share;  // by parameter name (see below)
   score.kernel = ToString(kernel);
   score.num_points = data.num_points();
   score.num_hyperparameters = model->num_free();
@@ -581,6 +592,22 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
     }
     diag.positive_definite = u == 0 || diag.eigenvalues(0) > 0;
     diag.hessian_jitter = hessian_jitter;
+    // Prior-dominated parameters (KernelScore::prior_dominated): the Laplace posterior variance
+    // (H⁻¹)_kk against the prior's sd_k² in raw space. H = P + L with P = diag(1/sd²) the prior's
+    // curvature; for one parameter (H⁻¹)_kk / sd_k² = P/(P + L) ≥ 0.9 means L ≤ P/9, the data
+    // adding less than a ninth of what the prior already says.
+    if (diag.positive_definite && u > 0) {
+      const Eigen::VectorXd prior_sd = model->prior_sd();
+      for (int k = 0; k < u && k < static_cast<int>(score.parameter_names.size()); ++k) {
+        const double variance =
+            (diag.eigenvectors.row(k).array().square() / diag.eigenvalues.transpose().array())
+                .sum();
+        const double share = variance / (prior_sd(k) * prior_sd(k));
+        if (share >= kPriorDominatedShare) {
+          prior_dominated_share[score.parameter_names[k]] = share;
+        }
+      }
+    }
     if (diag.positive_definite && options.compute_laplace_covariance && u > 0) {
       diag.covariance = diag.eigenvectors * diag.eigenvalues.cwiseInverse().asDiagonal() *
                         diag.eigenvectors.transpose();
@@ -640,6 +667,16 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
     }
     AddFitWarnings(*model, **fit, options, x_factor, &score.warnings);
   }
+  for (const auto& [name, share] : prior_dominated_share) {
+    score.prior_dominated.push_back(name);
+    const auto value = score.map_fit->values.find(name);
+    score.warnings.push_back(absl::StrFormat(
+        "%s is prior-dominated in the MAP fit: its Laplace posterior sd is %.0f%% of its prior "
+        "sd, so its value%s is the prior's, not something the data show",
+        name, 100.0 * std::sqrt(share),
+        value == score.map_fit->values.end() ? std::string()
+                                             : absl::StrFormat(" %.4g", value->second)));
+  }
   GPSEL_RETURN_IF_ERROR(CheckAgainstWhiteNoise(*model, score));
   if (options.test != nullptr) {
     for (const std::optional<FitResult>* fit : {&score.mll_fit, &score.map_fit}) {
@@ -657,6 +694,17 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
 }
 
 }  // namespace
+
+std::string MayNotBeGlobalNote(const KernelScore& score) {
+  std::vector<std::string> parts;
+  for (const std::optional<FitResult>* fit : {&score.mll_fit, &score.map_fit}) {
+    if (!fit->has_value() || !(*fit)->may_not_be_global) continue;
+    parts.push_back(absl::StrFormat(
+        "%s optimum MAY NOT BE GLOBAL: 1 of %d starts reached it",
+        (*fit)->objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP", (*fit)->starts));
+  }
+  return parts.empty() ? "" : absl::StrCat("  (", absl::StrJoin(parts, "; "), ")");
+}
 
 absl::StatusOr<KernelScore> ScoreKernel(const Dataset& data, const KernelExpr& kernel,
                                         const ScoreOptions& options,

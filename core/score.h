@@ -138,6 +138,9 @@ struct ScoreInterval {
   double upper = 0.0;
 };
 
+// KernelScore::prior_dominated: posterior variance over prior variance at or above this.
+inline constexpr double kPriorDominatedShare = 0.9;
+
 struct KernelScore {
   std::string kernel;                   // canonical text
   int num_points = 0;
@@ -152,6 +155,11 @@ struct KernelScore {
   // Things the user should know about the optima: a parameter on a bound or more than 3 prior sd
   // from its prior mean (with the remedy), an optimum reached by a single start.
   std::vector<std::string> warnings;
+  // Free parameters whose MAP posterior is their prior: the Laplace posterior variance at the
+  // MAP point is at least kPriorDominatedShare of the prior's (raw space), i.e. the likelihood's
+  // curvature there is under a ninth of the prior's. Their MAP values are the prior's, not
+  // structure the data show (the report does not describe them as such).
+  std::vector<std::string> prior_dominated;
   std::vector<std::string> parameter_names;  // free parameters in raw-vector order
   std::map<std::string, double> metrics;     // by metric name; an undefined Lap is absent ...
   std::map<std::string, std::string> undefined_metrics;  // ... and listed here with the reason
@@ -170,6 +178,10 @@ struct KernelScore {
   std::string approx_note;  // what approx = auto chose and why (or that sparse was asked for)
   std::string Summary() const;
 };
+
+// "" when every fit of `score` reached its optimum from two starts at least; else
+// "  (MLL optimum MAY NOT BE GLOBAL: ...)" for a headline (FitResult::may_not_be_global).
+std::string MayNotBeGlobalNote(const KernelScore& score);
 
 // Lap_r from a MAP value, Hessian eigenvalues and r (r = +inf means no clamping). Exposed for
 // tests and for search; returns nullopt when unclamped and some λ ≤ 0.

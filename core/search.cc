@@ -190,7 +190,8 @@ std::string Fingerprint(const Dataset& data, const SearchOptions& options, bool 
   const ScoreOptions& s = options.score;
   std::string text = absl::StrCat(
       "n=", data.num_points(), ";d=", data.num_dims(), ";data=", hash,
-      ";standardize=", s.standardize, ";restarts=", s.fit.restarts, ";seed=", s.fit.seed,
+      ";standardize=", s.standardize, ";restarts=", s.fit.restarts,
+      ";draws=", s.fit.max_draws_factor, ";seed=", s.fit.seed,
       ";iters=", s.fit.max_iterations, ";gtol=", FormatDouble(s.fit.gradient_tolerance),
       ";rtol=", FormatDouble(s.fit.relative_tolerance), ";bounds=", FormatDouble(s.fit.raw_lower_bound), ",",
       FormatDouble(s.fit.raw_upper_bound),
@@ -620,6 +621,7 @@ std::string SearchResult::Summary() const {
   absl::StrAppendFormat(&out, "best kernel: %s   %s = %.4f", ToString(best_kernel), metric,
                         best_score);
   if (best_uncertainty > 0) absl::StrAppendFormat(&out, " +- %.4f", best_uncertainty);
+  out += MayNotBeGlobalNote(best);
   out += "\n";
   for (const SearchStep& step : steps) {
     absl::StrAppendFormat(&out, "step %d", step.depth);

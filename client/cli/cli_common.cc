@@ -157,6 +157,12 @@ absl::StatusOr<Dataset> LoadDataFlag(const FitFlags& flags, const DatasetLimits&
 void AddFitFlags(CLI::App& sub, FitFlags& flags) {
   sub.add_option("--restarts", flags.restarts, "random restarts drawn from the prior")
       ->capture_default_str();
+  sub.add_option("--max-draws-factor", flags.max_draws_factor,
+                 "while only one start has reached a fit's best optimum, draw --restarts more, "
+                 "up to this many times --restarts in all; a fit still unconfirmed then says "
+                 "'may not be global' (1 = never draw more)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   sub.add_option("--seed", flags.seed, "random seed (same seed, same numbers)")
       ->capture_default_str();
   sub.add_flag("--no-standardize", flags.no_standardize,
@@ -218,6 +224,7 @@ int ThreadsOrOnePerCore(int threads) {
 absl::StatusOr<ScoreOptions> ScoreOptionsFromFlags(const FitFlags& flags) {
   ScoreOptions options;
   options.fit.restarts = flags.restarts;
+  options.fit.max_draws_factor = flags.max_draws_factor;
   options.fit.seed = flags.seed;
   options.fit.threads = ThreadsOrOnePerCore(flags.threads);
   options.standardize = !flags.no_standardize;

@@ -56,6 +56,7 @@ struct FitFlags {
   CsvFlags csv;
   std::vector<std::string> kernels;
   int restarts = 5;
+  int max_draws_factor = 4;
   uint64_t seed = 0;
   bool no_standardize = false;
   bool json = false;

@@ -140,11 +140,16 @@ int RunEvidence(const EvidenceFlags& flags) {
     }
     if (result->sampling.has_value()) {
       const NestedSamplingResult& s = *result->sampling;
+      // One error bar per estimate (issue 27): the bootstrap and sqrt(H/n) belong to the classic
+      // estimate, not to the importance estimate reported beside them (7× its error on the
+      // paper's example; bench/RESULTS.md, "Issue 27").
       std::cout << absl::StrFormat(
-          "nested sampling: %.4f ± %.4f (information) ± %.4f (bootstrap)%s\n"
+          "nested sampling: %.4f ± %.4f (%s estimate)%s\n"
+          "  diagnostic, the classic estimate: %.4f ± %.4f (sqrt(H/n)), bootstrap ± %.4f\n"
           "  likelihood calls %d, iterations %d, effective sample size %.0f, %.3f s\n",
-          s.log_evidence, s.log_evidence_error, s.log_evidence_error_bootstrap,
-          s.partial ? "  [PARTIAL: " + s.partial_reason + "]" : "", s.likelihood_calls,
+          s.log_evidence, s.log_evidence_error, s.log_evidence_estimator,
+          s.partial ? "  [PARTIAL: " + s.partial_reason + "]" : "", s.log_evidence_nested,
+          s.log_evidence_nested_error, s.log_evidence_error_bootstrap, s.likelihood_calls,
           s.iterations, s.effective_sample_size, s.seconds);
       if (s.runs.size() > 1) {
         std::cout << absl::StrFormat("  %d runs merged; error from their spread ± %.4f\n",

@@ -34,11 +34,13 @@ struct ScoreFlags {
   std::string save_by;     // --save-by METRIC
 };
 
-// "3/12d": starts at the optimum / starts, and the first letter of the winner's kind.
+// "3/12d": starts at the optimum / starts, and the first letter of the winner's kind; a
+// trailing "?" when the fit may not be global (FitResult::may_not_be_global).
 std::string StartsMark(const std::optional<FitResult>& fit) {
   if (!fit.has_value()) return "-";
-  return absl::StrFormat("%d/%d%c", fit->starts_at_best, fit->starts,
-                         StartKindName(fit->best_start_kind).front());
+  return absl::StrFormat("%d/%d%c%s", fit->starts_at_best, fit->starts,
+                         StartKindName(fit->best_start_kind).front(),
+                         fit->may_not_be_global ? "?" : "");
 }
 
 // With --test: each fit's held-out numbers (core/held_out.h), the best of each column marked.
@@ -114,7 +116,13 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
                                    : "y not standardised");
   std::cout << "mll@/map@: starts that reached the fit's optimum / starts, and the winning "
                "start's kind (p prior draw, d data-informed, n nested kernel, c cross-seeded, "
-               "g given); 1/N means it may not be global.\n";
+               "g given); a fit reached by one start draws more, up to --max-draws-factor × "
+               "--restarts; ? = still one start then: MAY NOT BE GLOBAL.\n";
+  for (const KernelScore& s : scores) {
+    if (const std::string note = MayNotBeGlobalNote(s); !note.empty()) {
+      std::cout << s.kernel << note << "\n";
+    }
+  }
   if (!scores.empty() && scores[0].x_scale != 1.0) {
     std::cout << absl::StrFormat("x divided by %.6g for modelling (%s); values in x's units.\n",
                                  scores[0].x_scale, scores[0].x_scale_reason);

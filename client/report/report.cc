@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -870,6 +871,29 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
   if (!words.ok()) return words.status();
   result.description = *words;
   result.chosen_kernel = in.chosen.kernel;
+  // Prior-dominated parameters (KernelScore::prior_dominated, of the MAP fit) are the prior's
+  // values, not structure the data show: a summand whose words use one says so instead of
+  // presenting it as found (issue 27: "smooth variations on a scale of about 0.6" was the
+  // lengthscale prior's median).
+  std::string prior_dominated_note;
+  const FitResult* described = FitForMetric(in.chosen, in.metric);
+  if (!in.chosen.prior_dominated.empty() && described != nullptr &&
+      described->objective == FitObjective::kMaximumAPosteriori) {
+    for (ComponentDescription& c : result.description.components) {
+      std::vector<std::string> own;
+      for (const std::string& name : in.chosen.prior_dominated) {
+        const std::string leaf = name.substr(0, name.rfind('.'));
+        if (name != leaf && absl::StrContains(c.kernel, leaf)) own.push_back(name);
+      }
+      if (own.empty()) continue;
+      absl::StrAppend(&c.text, " — not structure: ", absl::StrJoin(own, ", "),
+                      own.size() == 1 ? " is" : " are",
+                      " prior-dominated (the prior's value, which the data do not determine)");
+    }
+    prior_dominated_note = absl::StrCat(
+        " Prior-dominated, so not structure the data show: ",
+        absl::StrJoin(in.chosen.prior_dominated, ", "), ".");
+  }
 
   std::string body;
   for (FigureSpec& spec : *figures) {
@@ -897,6 +921,14 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
     absl::StrAppend(&components_list, "<li><code>", HtmlEscape(c.kernel),
                     "</code>: ", HtmlEscape(c.text), "</li>");
   }
+  // A chosen kernel whose optimum only one start reached (after the capped extra draws) says so
+  // beside its name, not only in a detail line (FitResult::may_not_be_global).
+  const std::string not_global = MayNotBeGlobalNote(in.chosen);
+  const std::string not_global_html =
+      not_global.empty() ? ""
+                         : absl::StrCat(" <b class=\"not-global\" id=\"may-not-be-global\">",
+                                        HtmlEscape(absl::StripLeadingAsciiWhitespace(not_global)),
+                                        "</b>");
   std::string omitted_list;
   for (const std::string& o : result.omitted) {
     absl::StrAppend(&omitted_list, "<li>", HtmlEscape(o), "</li>");
@@ -906,7 +938,8 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
       "<title>gpsel report: ", HtmlEscape(in.title), "</title>\n<style>", kStyle,
       "</style>\n</head>\n<body>\n<h1>Which kernel does ", HtmlEscape(in.title),
       " support?</h1>\n<p>Chosen kernel: <code id=\"chosen-kernel\">", HtmlEscape(in.chosen.kernel),
-      "</code>, by <b>", HtmlEscape(in.metric), "</b> (log-evidence scale, higher is better), on ",
+      "</code>", not_global_html, ", by <b>", HtmlEscape(in.metric),
+      "</b> (log-evidence scale, higher is better), on ",
       in.data.num_points(), " points; y ", in.chosen.standardized ? "standardised" : "as given",
       " for fitting.</p>\n",
       in.chosen.method == "sparse"
@@ -923,7 +956,8 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
                              : absl::StrCat(" (", HtmlEscape(in.chosen.approx_note), ")"),
                          ".</p>\n"),
       "<p class=\"description\" id=\"description\">The data look like ",
-      HtmlEscape(result.description.text), ".</p>\n<ul class=\"components\">", components_list,
+      HtmlEscape(result.description.text), ".", HtmlEscape(prior_dominated_note),
+      "</p>\n<ul class=\"components\">", components_list,
       "</ul>\n<h2>Kernels compared</h2>\n", MetricsTable(in), "\n", body,
       omitted_list.empty() ? "" : "<h2>Not shown</h2>\n<ul>", omitted_list,
       omitted_list.empty() ? "" : "</ul>\n", "<p class=\"command\">Made by <code>",

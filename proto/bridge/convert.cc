@@ -154,6 +154,7 @@ FitSettings ParseFitSettings(const v1::FitOptions& proto, std::string_view field
   if (proto.restarts() != 0) settings.fit.restarts = proto.restarts();
   settings.fit.seed = proto.seed();
   if (proto.max_iterations() != 0) settings.fit.max_iterations = proto.max_iterations();
+  if (proto.max_draws_factor() != 0) settings.fit.max_draws_factor = proto.max_draws_factor();
   settings.standardize = proto.has_standardize() ? proto.standardize() : true;
   for (const auto& [name, prior] : proto.prior_overrides()) {
     settings.hyperparameters.prior_overrides[name] = NormalPrior{prior.mean(), prior.sd()};
@@ -245,6 +246,10 @@ void ToProto(const FitSettings& settings, v1::FitOptions* proto) {
   proto->set_restarts(settings.fit.restarts);
   proto->set_seed(settings.fit.seed);
   proto->set_max_iterations(settings.fit.max_iterations);
+  // Only when not the default, so that requests written before the field read back the same.
+  if (settings.fit.max_draws_factor != FitOptions{}.max_draws_factor) {
+    proto->set_max_draws_factor(settings.fit.max_draws_factor);
+  }
   proto->set_standardize(settings.standardize);
   for (const auto& [name, prior] : settings.hyperparameters.prior_overrides) {
     v1::NormalPrior& p = (*proto->mutable_prior_overrides())[name];
@@ -366,6 +371,8 @@ void ToProto(const FitResult& fit, v1::FitResult* proto) {
   proto->set_starts_at_best(fit.starts_at_best);
   proto->set_best_start_kind(ToProto(fit.best_start_kind));
   proto->set_best_start_origin(fit.best_start_origin);
+  proto->set_extra_draws(fit.extra_draws);
+  proto->set_may_not_be_global(fit.may_not_be_global);
 }
 
 FitResult FromProto(const v1::FitResult& proto) {
@@ -384,6 +391,8 @@ FitResult FromProto(const v1::FitResult& proto) {
   fit.starts_at_best = proto.starts_at_best();
   fit.best_start_kind = FromProto(proto.best_start_kind());
   fit.best_start_origin = proto.best_start_origin();
+  fit.extra_draws = proto.extra_draws();
+  fit.may_not_be_global = proto.may_not_be_global();
   return fit;
 }
 
@@ -484,6 +493,8 @@ void ToProto(const KernelScore& score, v1::KernelScore* proto) {
     out->set_test_log_likelihood(h.test_log_likelihood);
     out->set_predictive_log_density(h.predictive_log_density);
   }
+
+  for (const std::string& name : score.prior_dominated) proto->add_prior_dominated(name);
 }
 
 KernelScore FromProto(const v1::KernelScore& proto) {
@@ -543,6 +554,8 @@ KernelScore FromProto(const v1::KernelScore& proto) {
     held_out.predictive_log_density = h.predictive_log_density();
     score.held_out.push_back(held_out);
   }
+
+  score.prior_dominated.assign(proto.prior_dominated().begin(), proto.prior_dominated().end());
   return score;
 }
 

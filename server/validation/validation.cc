@@ -184,6 +184,10 @@ void CheckFitOptions(const v1::FitOptions& fit, const std::string& field,
       v.Add(field + ".restarts", absl::StrCat("must be in [0, ", limits.max_restarts,
                                               "] (0 = default ", FitOptions{}.restarts, ")"));
     }
+    if (fit.max_draws_factor() < 0 || fit.max_draws_factor() > 100) {
+      v.Add(field + ".max_draws_factor",
+            absl::StrCat("must be in [0, 100] (0 = default ", FitOptions{}.max_draws_factor, ")"));
+    }
     if (fit.max_iterations() < 0 || fit.max_iterations() > limits.max_iterations) {
       v.Add(field + ".max_iterations",
             absl::StrCat("must be in [0, ", limits.max_iterations, "] (0 = default ",

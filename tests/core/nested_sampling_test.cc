@@ -349,9 +349,12 @@ TEST(NestedSamplingBatchTest, ErrorIsHonestOverFiftySeedsWithBatches) {
     const double classic_rms = std::sqrt(classic_z2 / 50);
     EXPECT_GE(classic_rms, 0.7);
     EXPECT_LE(classic_rms, 1.4);
+    // The importance estimate's error is calibrated now (issue 27: its stratified variance, not
+    // the conservative variance of independent draws), so its z-scores have rms ≈ 1 like the
+    // classic estimate's (1.001 over these seeds), no longer below 1.
     const double reported_rms = std::sqrt(reported_z2 / 50);
-    EXPECT_GE(reported_rms, 0.4);
-    EXPECT_LE(reported_rms, 1.0);
+    EXPECT_GE(reported_rms, 0.7);
+    EXPECT_LE(reported_rms, 1.4);
   }
   {
     const EvidenceProblem p = IsotropicProblem(7, 0.3, 0.2);
