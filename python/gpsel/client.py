@@ -227,7 +227,8 @@ class Client:
                 normalize_y: bool = True, scale_x: Optional[str] = None, missing: str = "error",
                 x_unit: str = "years", approx: Optional[str] = None,
                 inducing_points: Optional[int] = None, model=None, n_samples: int = 0,
-                sample_random_state: Optional[int] = None) -> Prediction:
+                sample_random_state: Optional[int] = None,
+                components: bool = False) -> Prediction:
         """Posterior mean and variance of `kernel`'s GP at X_new (array or DataFrame, dates as
         in x), fitting the hyperparameters (objective "map" or "mll") unless all are given.
 
@@ -236,7 +237,9 @@ class Client:
         x/y/data must be its training data, prepared the same way (missing=, x_unit=).
         n_samples: also draw that many joint posterior samples of f at X_new (like
         scikit-learn's sample_y; Prediction.samples, n_samples × points), seeded by
-        sample_random_state (default: random_state, as the CLI's --seed; else 0)."""
+        sample_random_state (default: random_state, as the CLI's --seed; else 0).
+        components: also return each summand's posterior, a change kernel split into its
+        regimes (Prediction.components), as the CLI's --components."""
         if X_new is None:
             raise ValueError("X_new: give the new inputs")
         if objective not in ("map", "mll"):
@@ -253,6 +256,7 @@ class Client:
             request.kernel = kernel
         if n_samples:
             request.samples = int(n_samples)
+        request.components = bool(components)
         seed = sample_random_state if sample_random_state is not None else random_state
         if seed is not None:
             request.seed = int(seed)

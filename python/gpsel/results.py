@@ -181,6 +181,16 @@ class SearchResult:
 
 
 @dataclass
+class PredictionComponent:
+    """One summand's (or one regime's) posterior: kernel, regime ("" for a summand, else e.g.
+    "CP before"), mean and variance of that part of f at the new inputs."""
+    kernel: str
+    regime: str
+    mean: np.ndarray
+    variance: np.ndarray
+
+
+@dataclass
 class Prediction:
     """The posterior at new inputs on y's scale: mean, variance of f, and the noise variance
     (so the predictive sd of a new observation is sqrt(variance + noise_variance))."""
@@ -203,6 +213,16 @@ class Prediction:
         return cls(x, np.array(m.mean), np.array(m.variance), np.array(m.noise_variance),
                    m.kernel, dict(m.hyperparameters),
                    Fit.from_proto(m.fit) if m.HasField("fit") else None, m, samples)
+
+    @property
+    def components(self) -> List["PredictionComponent"]:
+        """With predict(components=True): the posterior of each top-level summand (a change
+        kernel split into its regimes, e.g. "CP before" / "CP after"); their means plus the
+        standardisation's mean add up to `mean`."""
+        if self.proto is None:
+            return []
+        return [PredictionComponent(c.kernel, c.regime, np.array(c.mean), np.array(c.variance))
+                for c in self.proto.components]
 
     @property
     def method(self) -> str:

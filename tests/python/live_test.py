@@ -157,6 +157,22 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(len(table), 2)
         np.testing.assert_allclose(table["sd"], np.sqrt(reference["variance"]), rtol=1e-10)
 
+    def test_predict_components_split_a_change_into_regimes_that_add_up(self):
+        frame = nile_frame()
+        # The change at 1898: location 1 + (1898 − 1871) / 99 (a fraction of x's range).
+        given = {"CP.location": 1.27, "CP.transition": 0.02, "C#1.constant": 1.0,
+                 "C#2.constant": 1.0, "noise": 0.3}
+        at = pd.DataFrame({"date": pd.to_datetime(["1880-01-01", "1940-01-01"])})
+        p = self.client.predict(data=frame, x="date", y="flow", X_new=at, kernel="CP(C,C)",
+                                hyperparameters=given, components=True)
+        regimes = [c.regime for c in p.components]
+        self.assertEqual(regimes, ["CP before", "CP after"])
+        total = sum(c.mean for c in p.components) + p.proto.standardization.mean
+        np.testing.assert_allclose(total, p.mean, rtol=1e-9)
+        # Before the change the first regime carries the level, after it the second.
+        self.assertGreater(abs(p.components[0].mean[0]), abs(p.components[1].mean[0]))
+        self.assertGreater(abs(p.components[1].mean[1]), abs(p.components[0].mean[1]))
+
     def test_missing_values_are_dropped_by_the_server_with_dataset_missing(self):
         frame = nile_frame()
         frame.loc[[3, 40], "flow"] = np.nan
