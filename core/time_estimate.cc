@@ -282,10 +282,10 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
   const bool sparse = ChooseApproximation(data, kernel, options.fit).sparse;
   const int inducing = SparseInducing(n, options.fit.approx);
   if (sparse) {
-    // The sparse posterior: one O(n m²) pass over the data, then O(m²) per new point.
-    const double md = static_cast<double>(inducing);
-    estimate.seconds = SparseEvaluationSeconds(n, inducing, 1) +
-                       m * (kSparseSecondsPerNm2 * md * md + kSquareSeconds * md);
+    // The sparse posterior: one O(n m²) pass over the data, then O(m²) per new point (the
+    // same work as one data point of the pass).
+    estimate.seconds =
+        SparseEvaluationSeconds(n, inducing, 1) + m * SparseEvaluationSeconds(1, inducing, 0);
     estimate.breakdown = absl::StrFormat("n = %d, %d new points, sparse with m ≤ %d", n,
                                          num_new_points, inducing);
   } else {
