@@ -171,8 +171,16 @@ MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<Kernel
       worst_kernel = ToString(kernel);
     }
   }
-  return Make(worst, absl::StrFormat("n = %d, largest need: the Hessian of %s, %d fit thread(s)", n,
-                                     worst_kernel, threads));
+  std::string breakdown = absl::StrFormat("n = %d, largest need: the Hessian of %s, %d fit thread(s)",
+                                          n, worst_kernel, threads);
+  if (options.test != nullptr) {
+    // Held-out likelihoods (core/held_out.cc), after the fits: K, the test block twice and the
+    // cross-covariance twice.
+    const int64_t t = options.test->num_points();
+    worst = std::max(worst, kDouble * (Square(n) + 2 * Square(t) + 2 * n * t));
+    breakdown += absl::StrFormat(", %d held-out point(s)", t);
+  }
+  return Make(worst, breakdown);
 }
 
 MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& options) {
@@ -224,7 +232,14 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
     bytes += kDouble * (n * block * (evaluation_matrices + 1) + num_new_points * 2 * summands);
     breakdown += absl::StrFormat(", %d component(s)", summands);
   }
-  if (options.hyperparameters.empty()) {
+  if (options.samples > 0) {
+    // Joint samples (core/predict.cc): the cross-covariance and its solve (n × new points each),
+    // the posterior covariance and its factor, and the draws.
+    bytes += kDouble * (2 * n * num_new_points + 2 * Square(num_new_points) +
+                        int64_t{options.samples} * num_new_points);
+    breakdown += absl::StrFormat(", %d joint sample(s)", options.samples);
+  }
+  if (options.hyperparameters.empty() && !options.model) {
     // The fit (no Laplace Hessian, but the winner's polish makes one) comes first and is freed.
     ScoreOptions fit = options.fit;
     const MemoryEstimate fitted = EstimateScoreMemory(data, {kernel}, fit);

@@ -452,6 +452,13 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   if (options.test != nullptr) GPSEL_RETURN_IF_ERROR(ValidateTestData(*options.test, data));
   // Exact or sparse (core/approx_score.h): the sparse path returns its own KernelScore.
   const ApproxChoice choice = ChooseApproximation(data, kernel, options);
+  if (choice.sparse && options.test != nullptr) {
+    // The held-out likelihoods (core/held_out.h) are joint Gaussians of the exact GP; a sparse
+    // score would have to drop them silently.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "test: held-out likelihoods need the exact GP, and ", ToString(kernel), " would be ",
+        "scored sparse (", choice.note, "); score with approx = exact or without the test data"));
+  }
   if (choice.sparse) return ScoreKernelSparsely(data, kernel, options, choice.note, progress);
   if (data.num_points() > kMaxPointsCeiling) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -45,7 +45,10 @@ std::string StartsMark(const std::optional<FitResult>& fit) {
 
 // With --test: each fit's held-out numbers (core/held_out.h), the best of each column marked.
 void PrintHeldOut(const std::vector<KernelScore>& scores) {
-  if (scores.empty() || scores[0].held_out.empty()) return;
+  const auto with_held_out = std::find_if(scores.begin(), scores.end(), [](const KernelScore& s) {
+    return !s.held_out.empty();
+  });
+  if (with_held_out == scores.end()) return;
   double best_test = -INFINITY, best_predictive = -INFINITY;
   for (const KernelScore& s : scores) {
     for (const HeldOutLikelihood& h : s.held_out) {
@@ -56,7 +59,7 @@ void PrintHeldOut(const std::vector<KernelScore>& scores) {
   size_t kernel_width = 6;
   for (const KernelScore& s : scores) kernel_width = std::max(kernel_width, s.kernel.size());
   std::cout << absl::StrFormat("\nheld-out data (--test, %d points), on y's own scale:\n",
-                               scores[0].held_out[0].num_test_points);
+                               with_held_out->held_out[0].num_test_points);
   std::cout << absl::StrFormat("%-*s %4s %15s %17s %15s\n", kernel_width, "kernel", "fit",
                                "test_loglik/pt", "pred_log_density", "pred/pt");
   for (const KernelScore& s : scores) {
@@ -247,7 +250,7 @@ int RunScore(const ScoreFlags& flags) {
     absl::StatusOr<const KernelScore*> chosen =
         ChooseScoreToSave(scores, scores.size() == 1 ? flags.save_by : save_by, &why);
     if (!chosen.ok()) return ReportError(chosen.status());
-    if (absl::Status s = WriteModelFile(flags.save_model, SaveModel(**chosen, *data)); !s.ok()) {
+    if (absl::Status s = SaveScoreModel(flags.save_model, **chosen, *data); !s.ok()) {
       return ReportError(s);
     }
     std::cerr << "gpsel: saved the model of " << (*chosen)->kernel << " (" << why << ") to "

@@ -74,8 +74,7 @@ int RunSearch(const SearchCommandFlags& flags) {
   if (!result.ok()) return ReportError(result.status());
   if (!flags.save_model.empty()) {
     // The best kernel re-scored with every paper metric: both its MLL and its MAP fit.
-    if (absl::Status s = WriteModelFile(flags.save_model, SaveModel(result->best, *data));
-        !s.ok()) {
+    if (absl::Status s = SaveScoreModel(flags.save_model, result->best, *data); !s.ok()) {
       return ReportError(s);
     }
     std::cerr << "gpsel: saved the model of the best kernel " << result->best.kernel << " to "

@@ -14,6 +14,16 @@
 
 namespace gpsel::cli {
 
+absl::Status SaveScoreModel(const std::string& path, const KernelScore& score,
+                            const Dataset& data) {
+  if (score.method == "sparse") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--save-model: ", score.kernel, " was scored with the sparse GP (m = ",
+        score.num_inducing, "); only exact scores are saved as models (use --approx exact)"));
+  }
+  return WriteModelFile(path, SaveModel(score, data));
+}
+
 absl::Status WriteModelFile(const std::string& path, const SavedModel& model) {
   v1::SavedModel proto;
   bridge::ToProto(model, &proto);

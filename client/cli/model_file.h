@@ -21,6 +21,13 @@ namespace gpsel::cli {
 // INVALID_ARGUMENT / NOT_FOUND naming the path when it cannot be written.
 absl::Status WriteModelFile(const std::string& path, const SavedModel& model);
 
+// WriteModelFile(path, SaveModel(score, data)) for a score of the exact GP; a sparse score is
+// refused (INVALID_ARGUMENT naming --save-model): its posterior needs its inducing inputs, which a
+// SavedModel does not hold, and predicting exactly at its hyperparameters would not be the model
+// that was scored.
+absl::Status SaveScoreModel(const std::string& path, const KernelScore& score,
+                            const Dataset& data);
+
 // The model in `path`; NOT_FOUND naming `flag` and the path when it cannot be read,
 // INVALID_ARGUMENT saying what is wrong (not JSON, JSON of something else, a malformed field)
 // otherwise.

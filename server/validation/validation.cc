@@ -187,6 +187,18 @@ void CheckFitOptions(const v1::FitOptions& fit, const std::string& field,
     if (fit.max_draws_factor() < 0 || fit.max_draws_factor() > 100) {
       v.Add(field + ".max_draws_factor",
             absl::StrCat("must be in [0, 100] (0 = default ", FitOptions{}.max_draws_factor, ")"));
+    } else {
+      // The draws a fit may make in all: restarts × max_draws_factor, bounded like the restarts
+      // at their default factor, so that the factor cannot multiply the server's restart limit.
+      const int64_t restarts = fit.restarts() > 0 ? fit.restarts() : FitOptions{}.restarts;
+      const int64_t factor =
+          fit.max_draws_factor() > 0 ? fit.max_draws_factor() : FitOptions{}.max_draws_factor;
+      const int64_t cap = int64_t{limits.max_restarts} * FitOptions{}.max_draws_factor;
+      if (restarts * factor > cap) {
+        v.Add(field + ".max_draws_factor",
+              absl::StrCat("restarts × max_draws_factor = ", restarts * factor,
+                           " draws, more than the limit of ", cap));
+      }
     }
     if (fit.max_iterations() < 0 || fit.max_iterations() > limits.max_iterations) {
       v.Add(field + ".max_iterations",
