@@ -426,15 +426,29 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   // Metrics, laplace_r, the nested parents and the fit options, each parsed once
   // (proto/bridge/convert.h).
   // Held-out data: the dataset's limits, and its columns.
+  std::optional<Dataset> test;
   if (request.has_test()) {
-    std::optional<Dataset> test =
-        CheckDataset(request.test(), limits, v, /*sparse_possible=*/false, "test");
+    test = CheckDataset(request.test(), limits, v, /*sparse_possible=*/false, "test");
     if (test && data && test->num_dims() != data->num_dims()) {
       v.Add("test.num_dims", absl::StrCat("is ", test->num_dims(), "; the dataset has ",
                                           data->num_dims(), " input column(s)"));
     }
   }
-  absl::StatusOr<ScoreOptions> options = bridge::ScoreOptionsFromProto(request);
+  // The options without the held-out data, which CheckDataset has just checked (and from which it
+  // dropped the points with missing values when test.missing says so): the bridge would check
+  // it again, without that policy.
+  absl::StatusOr<ScoreOptions> options;
+  if (request.has_test()) {
+    v1::ScoreRequest without_test;
+    *without_test.mutable_fit() = request.fit();
+    *without_test.mutable_metrics() = request.metrics();
+    *without_test.mutable_laplace_r() = request.laplace_r();
+    *without_test.mutable_nested_parents() = request.nested_parents();
+    options = bridge::ScoreOptionsFromProto(without_test);
+    if (options.ok() && test) options->test = std::make_shared<const Dataset>(*std::move(test));
+  } else {
+    options = bridge::ScoreOptionsFromProto(request);
+  }
   v.AddAll(options.status());
   CheckFitOptions(request.fit(), "fit", limits, /*check_fitting=*/true, v);
   CheckParameterNames(request.fit(), "fit", kernels, v);
