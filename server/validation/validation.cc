@@ -56,6 +56,14 @@ bool SparsePossible(const v1::FitOptions& fit) {
   return fit.approx() == v1::APPROXIMATION_SPARSE || fit.approx() == v1::APPROXIMATION_AUTO;
 }
 
+// approx = auto decides against core's exact limit (core/approx_score.h); a server whose
+// --max-points is lower must not run the exact GP above its own limit, so auto is sparse there.
+void HonourExactLimit(int64_t num_points, const ServiceLimits& limits, ApproxOptions& approx) {
+  if (approx.mode == ApproxMode::kAuto && num_points > limits.max_points) {
+    approx.mode = ApproxMode::kSparse;
+  }
+}
+
 // Shape, size limits and finiteness of a dataset; the dataset when all is well.
 // `field` names it in the violations ("dataset", or "test" for held-out data).
 std::optional<Dataset> CheckDataset(const v1::Dataset& proto, const ServiceLimits& limits,
@@ -461,6 +469,7 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   out.data = *std::move(data);
   for (auto& [field, kernel] : kernels) out.kernels.push_back(std::move(kernel));
   out.options = *std::move(options);
+  HonourExactLimit(out.data.num_points(), limits, out.options.approx);
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
@@ -525,6 +534,7 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   ValidSearch out;
   out.data = *std::move(data);
   out.options = *std::move(options);
+  HonourExactLimit(out.data.num_points(), limits, out.options.score.approx);
   GPSEL_RETURN_IF_ERROR(CheckMemoryBudget(EstimateSearchMemory(out.data, out.options), limits));
   return out;
 }
@@ -657,6 +667,7 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
                               ? FitObjective::kMaximumLikelihood
                               : FitObjective::kMaximumAPosteriori;
   bridge::ApplyFitSettings(*fit, &out.options.fit);
+  HonourExactLimit(out.data.num_points(), limits, out.options.fit.approx);
   out.options.components = request.components();
   out.options.model = std::move(model);
   out.options.samples = request.samples();
