@@ -301,6 +301,27 @@ TEST(CliTest, ApproxSparseAndAuto) {
   EXPECT_THAT(evidence.err, testing::HasSubstr("--approx: log evidence is computed on the exact"));
 }
 
+// What the sparse path cannot give is refused, not dropped: held-out likelihoods (joint Gaussians
+// of the exact GP) and a saved model (its posterior needs the inducing inputs).
+TEST(CliTest, SparseScoresRefuseHeldOutDataAndSavedModels) {
+  CliRun test = RunGpsel("score --data " + kExample + " --test " + kExample +
+                         " --kernel SE --metrics mll --restarts 1 --approx sparse --inducing 10");
+  EXPECT_EQ(test.exit_code, 2) << test.err;
+  EXPECT_THAT(test.err, testing::HasSubstr("test: held-out likelihoods need the exact GP"));
+  const std::string model = testing::TempDir() + "/sparse_model_" + std::to_string(getpid());
+  CliRun save = RunGpsel("score --data " + kExample +
+                         " --kernel SE --restarts 1 --approx sparse --inducing 10 --save-model " +
+                         model);
+  EXPECT_NE(save.exit_code, 0) << save.err;
+  EXPECT_THAT(save.err, testing::HasSubstr("only exact scores are saved as models"));
+  EXPECT_FALSE(std::ifstream(model).good()) << "no model file is left behind";
+  CliRun exact = RunGpsel("score --data " + kExample +
+                          " --kernel SE --restarts 1 --approx exact --save-model " + model);
+  EXPECT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_TRUE(std::ifstream(model).good());
+  std::remove(model.c_str());
+}
+
 // Before long work the CLI says how long and how much memory it expects (core/time_estimate.h,
 // core/memory_estimate.h), on stderr only: the weekly CO₂ series (n = 2,225) with C*SE takes
 // minutes here. The run is killed once the line is out; a small run prints no estimate.
