@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Prompt-cancellation benchmark (issue #14): how long a gpsel-server worker stays busy after a
-call's deadline passed or its evidence job was cancelled, at n = 2,000 weekly CO2 points.
+call's deadline passed or its evidence job was cancelled, at n = 2,000 weekly CO2 points (or the
+first --points of another --data series, e.g. data/sf_temps.csv for n = 8,759).
 
 For Score, Search and Predict the `gpsel` CLI calls a one-worker server with `--timeout`; the
 time from the CLI's DEADLINE_EXCEEDED exit to gpsel_worker_pool_busy_threads = 0 on /metrics is
@@ -9,6 +10,7 @@ the time until the job reads CANCELLED (gpsel_jobs_running 0) is the latency. Ea
 --repeats times; the goal is 1 s + one likelihood evaluation.
 
   /usr/bin/python3 bench/cancel_latency.py --build build --repeats 3
+  /usr/bin/python3 bench/cancel_latency.py --data data/sf_temps.csv --points 8759 --repeats 2
 """
 import argparse
 import json
@@ -48,21 +50,23 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--points", type=int, default=2000)
+    parser.add_argument("--data", default=os.path.join("data", "co2_weekly.csv"))
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cli = os.path.join(root, args.build, "bin", "gpsel")
     server_bin = os.path.join(root, args.build, "bin", "gpsel-server")
     work = tempfile.mkdtemp(prefix="gpsel-cancel-bench-")
     data = os.path.join(work, "co2.csv")
-    with open(os.path.join(root, "data", "co2_weekly.csv")) as f:
+    with open(os.path.join(root, args.data)) as f:
         lines = f.readlines()
     with open(data, "w") as f:
         f.writelines(lines[: args.points + 1])
+    xs = [float(line.split(",")[0]) for line in lines[1: args.points + 1]]
     grid = os.path.join(work, "grid.csv")
     with open(grid, "w") as f:
         f.write("x\n")
         for i in range(100000):
-            f.write(f"{1958 + 42 * i / 99999:.6f}\n")
+            f.write(f"{min(xs) + (max(xs) - min(xs)) * i / 99999:.6f}\n")
 
     port, metrics_port = free_port(), free_port()
     server = subprocess.Popen(
@@ -113,7 +117,7 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(f"n = {args.points}; seconds from the deadline (or cancel) until the worker is free:")
+    print(f"n = {len(xs)} ({args.data}); seconds from the deadline (or cancel) until the worker is free:")
     for name, values in results.items():
         print(f"  {name:18s} " + "  ".join(f"{v:.2f}" for v in values) +
               f"   max {max(values):.2f}")
