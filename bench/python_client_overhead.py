@@ -123,8 +123,8 @@ def live(server_bin, cpp_bin, data_path, calls):
                            hyperparameters=values)
         return time.perf_counter() - start
 
-    print("| call | n | Python median / p90 (ms) | C++ median / p90 (ms) | Python − C++ median "
-          "(ms) | ratio |")
+    print("| call | n | Python median / p90 / p99 (ms) | C++ median / p90 / p99 (ms) | "
+          "Python − C++ median (ms) | ratio |")
     print("| --- | --- | --- | --- | --- | --- |")
     try:
         for command, n in (("score", 200), ("score", 2000), ("predict", 2000)):
@@ -138,9 +138,9 @@ def live(server_bin, cpp_bin, data_path, calls):
                     cc.append(cpp_call(command, n))
                     py.append(python_call(command, n))
             pm, cm = statistics.median(py) * 1e3, statistics.median(cc) * 1e3
-            print(f"| {command} | {n} | {pm:.2f} / {percentile(py, 0.9) * 1e3:.2f} | "
-                  f"{cm:.2f} / {percentile(cc, 0.9) * 1e3:.2f} | {pm - cm:.2f} | "
-                  f"{pm / cm:.3f} |", flush=True)
+            print(f"| {command} | {n} | {pm:.2f} / {percentile(py, 0.9) * 1e3:.2f} / "
+                  f"{percentile(py, 0.99) * 1e3:.2f} | {cm:.2f} / {percentile(cc, 0.9) * 1e3:.2f} / "
+                  f"{percentile(cc, 0.99) * 1e3:.2f} | {pm - cm:.2f} | {pm / cm:.3f} |", flush=True)
     finally:
         client.close()
         cpp.stdin.close()
