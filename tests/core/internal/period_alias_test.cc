@@ -107,6 +107,7 @@ TEST(ResolvePeriodAliasesTest, FitEndingAtAnAliasReportsTheResolvedPeriod) {
   FitOptions options;
   options.restarts = 1;
   options.seed = 4;
+  options.max_draws_factor = 1;  // the one prior draw and the alias start, nothing added
   StartPoint alias_start;
   alias_start.raw = Eigen::VectorXd(model.num_free());
   alias_start.raw << InverseSoftplus(1.06), InverseSoftplus(1.35),
