@@ -76,8 +76,10 @@ TEST(ProcessCollectorTest, ResidentMemoryGrowsWithATouched64MiBBuffer) {
   const ProcessStats touched = ReadProcessStats();
   munmap(mapped, kBytes);
   const ProcessStats after = ReadProcessStats();
+  // Within 1 MiB: the allocator may return a small mapping of its own between the readings
+  // (seen: 8 KiB less under load).
   EXPECT_GE(mapped_only.virtual_memory_bytes.value() - before.virtual_memory_bytes.value(),
-            static_cast<double>(kBytes));
+            static_cast<double>(kBytes) - (1 << 20));
   const double grew =
       touched.resident_memory_bytes.value() - mapped_only.resident_memory_bytes.value();
   EXPECT_GT(grew, 0.95 * kBytes);
