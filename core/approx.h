@@ -49,6 +49,12 @@ struct ApproxOptions {
   // at most kDefaultMaxInducingPoints); M > 0 = exactly M (capped at n).
   int inducing_points = 0;
   bool sparse_possible() const { return mode != ApproxMode::kExact; }
+  // The largest m the sparse model of n points reaches: the M asked for, else the default cap;
+  // never more than n. The one rule the fits, the estimates and predict share.
+  int64_t MaxInducing(int64_t n) const {
+    const int64_t cap = inducing_points > 0 ? inducing_points : kDefaultMaxInducingPoints;
+    return cap < n ? cap : n;
+  }
   // INVALID_ARGUMENT naming "inducing_points" outside [0, kMaxInducingPoints].
   absl::Status Validate() const;
 };

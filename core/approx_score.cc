@@ -81,15 +81,12 @@ SparseScoreOptions SparseScoreOptionsOf(const ScoreOptions& options, int64_t n) 
   for (const StartPoint& start : options.fit.extra_starts) {
     sparse.fit.extra_starts.push_back(start.raw);
   }
-  const int m = options.approx.inducing_points;
-  if (m > 0) {
-    sparse.fit.initial_inducing = static_cast<int>(std::min<int64_t>(m, n));
-    sparse.fit.max_inducing = sparse.fit.initial_inducing;
-  } else {
-    sparse.fit.initial_inducing = static_cast<int>(std::min<int64_t>(32, n));
-    sparse.fit.max_inducing =
-        static_cast<int>(std::min<int64_t>(kDefaultMaxInducingPoints, n));
-  }
+  // A given M is used from the start; otherwise m grows from 32 up to the default cap.
+  sparse.fit.max_inducing = static_cast<int>(options.approx.MaxInducing(n));
+  sparse.fit.initial_inducing =
+      options.approx.inducing_points > 0
+          ? sparse.fit.max_inducing
+          : static_cast<int>(std::min<int64_t>(32, sparse.fit.max_inducing));
   sparse.data_informed_starts = options.data_informed_starts;
   sparse.standardize = options.standardize;
   sparse.scale_x = options.scale_x;

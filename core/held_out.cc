@@ -48,18 +48,10 @@ absl::StatusOr<HeldOutLikelihood> HeldOutLikelihoodAt(
     const Dataset& train, const Dataset& test, const KernelExpr& kernel,
     const std::map<std::string, double>& natural_values, bool standardize) {
   GPSEL_RETURN_IF_ERROR(ValidateTestData(test, train));
-  // Every parameter fixed at its value (user's units of x, so x is not rescaled), as Predict does.
-  HyperparameterSettings settings;
-  settings.fixed_values = natural_values;
   absl::StatusOr<PreparedModel> prepared =
-      PrepareModel(train, kernel, standardize, XScaling{}, settings);
+      PrepareFixedModel(train, kernel, natural_values, standardize);
   if (!prepared.ok()) return prepared.status();
   const GpModel& model = prepared->model;
-  if (model.num_free() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hyperparameters: values for all of the kernel's parameters and 'noise' are needed (",
-        model.num_free(), " missing)"));
-  }
   const Standardization& standardization = prepared->standardization;
   const double scale = standardization.applied ? standardization.scale : 1.0;
   const double shift = standardization.applied ? standardization.mean : 0.0;

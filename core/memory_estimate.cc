@@ -110,8 +110,7 @@ MemoryEstimate Make(int64_t bytes, std::string breakdown) {
 // gradient's blocks, about 3 n·m doubles, plus x, y and the diagonal (n·(d + 3)); m as the
 // request's ApproxOptions allows.
 int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx) {
-  const int64_t m = std::min<int64_t>(
-      n, approx.inducing_points > 0 ? approx.inducing_points : kDefaultMaxInducingPoints);
+  const int64_t m = approx.MaxInducing(n);
   return kDouble * (3 * n * m + n * (d + 3)) + kBlasBufferBytes;
 }
 

@@ -50,22 +50,28 @@ std::string PredictResult::Summary() const {
   return out;
 }
 
+std::string SampleSizeProblem(int64_t samples, int64_t points) {
+  if (samples <= 0) return "";
+  if (points > kMaxSamplePoints) {
+    return absl::StrCat("joint samples at ", points, " new inputs need their ", points, " × ",
+                        points, " covariance; at most ", kMaxSamplePoints,
+                        " inputs (sample a coarser grid)");
+  }
+  if (samples * points > kMaxSampleValues) {
+    return absl::StrCat(samples, " samples × ", points, " inputs = ", samples * points,
+                        " values, more than the limit of ", kMaxSampleValues,
+                        " (fewer samples or inputs)");
+  }
+  return "";
+}
+
 namespace {
 
 // The sample limits of PredictOptions::samples; INVALID_ARGUMENT naming "samples".
 absl::Status CheckSampleSize(int64_t samples, int64_t points) {
-  if (samples <= 0) return absl::OkStatus();
-  if (points > kMaxSamplePoints) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "samples: joint samples at ", points, " new inputs need their ", points, " × ", points,
-        " covariance; at most ", kMaxSamplePoints, " inputs (sample a coarser grid)"));
-  }
-  if (samples * points > kMaxSampleValues) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "samples: ", samples, " samples × ", points, " inputs = ", samples * points,
-        " values, more than the limit of ", kMaxSampleValues, " (fewer samples or inputs)"));
-  }
-  return absl::OkStatus();
+  const std::string problem = SampleSizeProblem(samples, points);
+  if (problem.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("samples: ", problem));
 }
 
 // One component of the prediction: a top-level summand of a kernel, or one regime of a
@@ -222,19 +228,10 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
   }
   if (!x_new.allFinite()) return absl::InvalidArgumentError("x_new: values must be finite");
   GPSEL_RETURN_IF_ERROR(CheckSampleSize(samples, x_new.rows()));
-  // Every parameter fixed at its given value: the model then has no free parameters. The values
-  // are in the user's units, so x is not rescaled.
-  HyperparameterSettings settings;
-  settings.fixed_values = natural_values;
   absl::StatusOr<PreparedModel> prepared =
-      PrepareModel(data, kernel, standardize, XScaling{}, settings);
+      PrepareFixedModel(data, kernel, natural_values, standardize);
   if (!prepared.ok()) return prepared.status();
   const GpModel& model = prepared->model;
-  if (model.num_free() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hyperparameters: values for all of the kernel's parameters and 'noise' are needed (",
-        model.num_free(), " missing)"));
-  }
   const Eigen::VectorXd none(0);
   const double noise = model.NoiseVariance(none);
   Eigen::MatrixXd k = model.CrossCovariance(none, data.x, data.x);
@@ -426,8 +423,7 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
   }
   if (choice.sparse) {
     // m: the fit's when it was fitted sparsely, else the one asked for (or the default cap).
-    int inducing = options.fit.approx.inducing_points > 0 ? options.fit.approx.inducing_points
-                                                          : kDefaultMaxInducingPoints;
+    int inducing = static_cast<int>(options.fit.approx.MaxInducing(data.num_points()));
     if (out.fit.has_value() && fit_inducing > 0) inducing = fit_inducing;
     absl::StatusOr<SparsePrediction> sparse =
         PredictSparse(data, kernel, out.hyperparameters, standardize, x_new,

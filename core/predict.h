@@ -98,6 +98,11 @@ inline constexpr int64_t kMaxSamplePoints = 5000;
 // ... and at most this many sampled values (K × m, 8 MB as doubles, more as JSON).
 inline constexpr int64_t kMaxSampleValues = 1'000'000;
 
+// Why K = `samples` joint samples at `points` new inputs exceed the two limits above, or "" when
+// they do not (or samples <= 0). The one check of the core, the server's validation and the CLI;
+// each puts its own field name in front.
+std::string SampleSizeProblem(int64_t samples, int64_t points);
+
 // Doubles in one automatic block of Predict (32 MiB; the block and its solve make two).
 inline constexpr int64_t kPredictBlockDoubles = int64_t{1} << 22;
 // Floating-point operations of one automatic block's triangular solve (n² per column): about

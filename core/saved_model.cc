@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpsel/core/status_macros.h"
 
 #ifndef GPSEL_VERSION
 #define GPSEL_VERSION "dev"
@@ -73,18 +74,34 @@ std::string SavedModel::Summary() const {
   return out;
 }
 
-absl::Status CheckModelMatchesData(const SavedModel& model, const Dataset& data) {
+absl::Status ValidateSavedModel(const SavedModel& model) {
   if (model.kernel.empty()) return absl::InvalidArgumentError("model.kernel: is empty");
   if (!model.mll_fit && !model.map_fit) {
-    return absl::InvalidArgumentError("model: holds neither an MLL nor a MAP fit");
+    return absl::InvalidArgumentError("model.map_fit: the model holds neither an MLL nor a MAP fit");
   }
   if (!(model.x_scale > 0) || !std::isfinite(model.x_scale)) {
     return absl::InvalidArgumentError("model.x_scale: must be finite and > 0");
   }
   if (model.data_hash.empty() || model.num_points <= 0 || model.num_dims <= 0) {
     return absl::InvalidArgumentError(
-        "model: has no fingerprint of its training data (num_points, num_dims, data_hash)");
+        "model.data_hash: the model has no fingerprint of its training data (num_points, "
+        "num_dims, data_hash)");
   }
+  for (const std::optional<FitResult>* fit : {&model.mll_fit, &model.map_fit}) {
+    if (!fit->has_value()) continue;
+    for (const auto& [name, value] : (*fit)->values) {
+      if (!std::isfinite(value) || value <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(fit == &model.mll_fit ? "model.mll_fit" : "model.map_fit", ".values[",
+                         name, "]: must be finite and > 0 (natural scale)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModelMatchesData(const SavedModel& model, const Dataset& data) {
+  GPSEL_RETURN_IF_ERROR(ValidateSavedModel(model));
   if (model.num_points != data.num_points() || model.num_dims != data.num_dims()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model: was fitted on ", model.num_points, " points of ", model.num_dims,
@@ -103,6 +120,7 @@ absl::Status CheckModelMatchesData(const SavedModel& model, const Dataset& data)
 
 absl::StatusOr<std::map<std::string, double>> ModelValues(const SavedModel& model,
                                                           FitObjective objective) {
+  GPSEL_RETURN_IF_ERROR(ValidateSavedModel(model));
   const bool mll = objective == FitObjective::kMaximumLikelihood;
   const std::optional<FitResult>& fit = mll ? model.mll_fit : model.map_fit;
   if (!fit) {
@@ -114,13 +132,6 @@ absl::StatusOr<std::map<std::string, double>> ModelValues(const SavedModel& mode
   if (fit->values.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(mll ? "model.mll_fit" : "model.map_fit",
                                                    ".values: is empty"));
-  }
-  for (const auto& [name, value] : fit->values) {
-    if (!std::isfinite(value) || value <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(mll ? "model.mll_fit" : "model.map_fit", ".values[", name,
-                       "]: must be finite and > 0 (natural scale)"));
-    }
   }
   return fit->values;
 }

@@ -56,9 +56,15 @@ struct SavedModel {
 // The model of one kernel's score on `data` (the data it was fitted on).
 SavedModel SaveModel(const KernelScore& score, const Dataset& data);
 
+// INVALID_ARGUMENT naming the field ("model.kernel: is empty", "model.mll_fit.values[noise]:
+// ...") when the model is malformed: no kernel, no fit, a non-positive x scale, no fingerprint of
+// its data, a fitted value not finite and positive. The one check of a model read from a file or
+// a request (proto/bridge FromProto) and of CheckModelMatchesData.
+absl::Status ValidateSavedModel(const SavedModel& model);
+
 // INVALID_ARGUMENT naming what differs ("model: fitted on 521 points of 1 column(s), the data
 // has 500 ...", or the hashes) when `data` is not the data the model was fitted on; also when the
-// model itself is malformed (no kernel, no fit, non-positive x scale).
+// model itself is malformed (ValidateSavedModel).
 absl::Status CheckModelMatchesData(const SavedModel& model, const Dataset& data);
 
 // The natural values of the model's fit with `objective`; INVALID_ARGUMENT naming the missing

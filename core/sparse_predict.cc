@@ -33,17 +33,10 @@ absl::StatusOr<SparsePrediction> PredictSparse(const Dataset& data, const Kernel
                                                    data.x.cols()));
   }
   if (!x_new.allFinite()) return absl::InvalidArgumentError("x_new: values must be finite");
-  HyperparameterSettings settings;
-  settings.fixed_values = natural_values;
   absl::StatusOr<PreparedModel> prepared =
-      PrepareModel(data, kernel, standardize, XScaling{}, settings);
+      PrepareFixedModel(data, kernel, natural_values, standardize);
   if (!prepared.ok()) return prepared.status();
   const GpModel& model = prepared->model;
-  if (model.num_free() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hyperparameters: values for all of the kernel's parameters and 'noise' are needed (",
-        model.num_free(), " missing)"));
-  }
   const Eigen::VectorXd none(0);
   const double noise = model.NoiseVariance(none);
   InducingSelectionOptions selection_options;

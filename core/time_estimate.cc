@@ -92,9 +92,7 @@ constexpr double kSparseRefitsPerStep = 4.5;
 
 // The largest m the sparse fits of a request reach (ScoreOptions::approx).
 int SparseInducing(int64_t n, const ApproxOptions& approx) {
-  const int64_t cap = approx.inducing_points > 0 ? approx.inducing_points
-                                                 : kDefaultMaxInducingPoints;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(cap, n)));
+  return static_cast<int>(std::max<int64_t>(1, approx.MaxInducing(n)));
 }
 
 // One kernel's sparse fits: the first m with every start, then each doubling of m with the kept

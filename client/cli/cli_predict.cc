@@ -215,12 +215,8 @@ int RunPredict(const PredictFlags& flags) {
   if (flags.samples < 0) {
     return ReportError(absl::InvalidArgumentError("--samples: must be >= 0"));
   }
-  if (flags.samples > 0 && (x_new->rows() > kMaxSamplePoints ||
-                            int64_t{flags.samples} * x_new->rows() > kMaxSampleValues)) {
-    return ReportError(absl::InvalidArgumentError(absl::StrCat(
-        "--samples ", flags.samples, " at ", x_new->rows(), " points: at most ",
-        kMaxSampleValues, " sampled values (samples × points) and ", kMaxSamplePoints,
-        " points (their joint covariance is points × points); fewer samples or a coarser grid")));
+  if (std::string problem = SampleSizeProblem(flags.samples, x_new->rows()); !problem.empty()) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat("--samples: ", problem)));
   }
   if (absl::Status s = options.Validate(); !s.ok()) return ReportError(s);
 

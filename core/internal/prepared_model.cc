@@ -2,6 +2,7 @@
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/approx.h"
 #include "gpsel/core/status_macros.h"
+#include "absl/strings/str_cat.h"
 
 #include <utility>
 
@@ -24,6 +25,22 @@ absl::StatusOr<PreparedModel> PrepareModel(const Dataset& data, const KernelExpr
   if (!model.ok()) return model.status();
   return PreparedModel{*std::move(standardization), inputs->factor, std::move(inputs->reason),
                        *std::move(model)};
+}
+
+absl::StatusOr<PreparedModel> PrepareFixedModel(const Dataset& data, const KernelExpr& kernel,
+                                                const std::map<std::string, double>& natural_values,
+                                                bool standardize) {
+  HyperparameterSettings settings;
+  settings.fixed_values = natural_values;
+  absl::StatusOr<PreparedModel> prepared =
+      PrepareModel(data, kernel, standardize, XScaling{}, settings);
+  if (!prepared.ok()) return prepared.status();
+  if (prepared->model.num_free() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hyperparameters: values for all of the kernel's parameters and 'noise' are needed (",
+        prepared->model.num_free(), " missing)"));
+  }
+  return prepared;
 }
 
 }  // namespace gpsel

@@ -9,6 +9,7 @@
 #ifndef GPSEL_CORE_PREPARED_MODEL_H_
 #define GPSEL_CORE_PREPARED_MODEL_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,13 @@ struct PreparedModel {
 absl::StatusOr<PreparedModel> PrepareModel(const Dataset& data, const KernelExpr& kernel,
                                            bool standardize, const XScaling& scale_x,
                                            const HyperparameterSettings& settings);
+
+// The model of a fitted kernel, every parameter fixed at its value in the user's units (x is not
+// rescaled): the prologue of Predict, PredictSparse and HeldOutLikelihoodAt. INVALID_ARGUMENT
+// naming `hyperparameters` when a value is missing (the model would have free parameters).
+absl::StatusOr<PreparedModel> PrepareFixedModel(const Dataset& data, const KernelExpr& kernel,
+                                                const std::map<std::string, double>& natural_values,
+                                                bool standardize);
 
 }  // namespace gpsel
 

@@ -213,6 +213,22 @@ absl::Status ViolationsStatus(const ViolationList& violations) {
   return violations.empty() ? absl::OkStatus() : InvalidFields(violations);
 }
 
+// A core error "field: description" as that field's violation (core names the field in front of
+// its messages); one without a field name becomes `fallback_field`'s. A `core_prefix` at the front
+// of the field ("dataset") is renamed to `field_prefix` ("test").
+std::pair<std::string, std::string> ViolationOfCoreError(const absl::Status& status,
+                                                         std::string_view fallback_field,
+                                                         std::string_view core_prefix,
+                                                         std::string_view field_prefix) {
+  std::string message(status.message());
+  if (!core_prefix.empty() && message.compare(0, core_prefix.size(), core_prefix) == 0) {
+    message = std::string(field_prefix) + message.substr(core_prefix.size());
+  }
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos) return {std::string(fallback_field), message};
+  return {message.substr(0, colon), message.substr(colon + 2)};
+}
+
 }  // namespace
 
 FitSettings FromProto(const v1::FitOptions& proto) {
@@ -310,14 +326,7 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& reque
     absl::StatusOr<Dataset> test = FromProto(request.test());
     absl::Status checked = test.ok() ? ValidateTestData(*test) : test.status();
     if (!checked.ok()) {
-      std::string message(checked.message());
-      if (absl::StartsWith(message, "dataset")) message = "test" + message.substr(7);
-      const size_t colon = message.find(": ");
-      if (colon == std::string::npos) {
-        violations.emplace_back("test", message);
-      } else {
-        violations.emplace_back(message.substr(0, colon), message.substr(colon + 2));
-      }
+      violations.push_back(ViolationOfCoreError(checked, "test", "dataset", "test"));
     } else {
       options.test = std::make_shared<const Dataset>(*std::move(test));
     }
@@ -613,33 +622,11 @@ absl::StatusOr<SavedModel> FromProto(const v1::SavedModel& proto, std::string_vi
                             : absl::StrCat("is \"", proto.format(), "\", not \"",
                                            kSavedModelFormat, "\": not a gpsel saved model"));
   }
-  if (proto.kernel().empty()) return InvalidField(absl::StrCat(field, ".kernel"), "is empty");
-  if (!proto.has_mll_fit() && !proto.has_map_fit()) {
-    return InvalidField(absl::StrCat(field, ".map_fit"), "the model holds neither an MLL nor a MAP fit");
-  }
-  if (!(proto.x_scale() > 0) || !std::isfinite(proto.x_scale())) {
-    return InvalidField(absl::StrCat(field, ".x_scale"), "must be finite and > 0");
-  }
-  if (proto.num_points() <= 0 || proto.num_dims() <= 0 || proto.data_hash().empty()) {
-    return InvalidField(absl::StrCat(field, ".data_hash"),
-                        "the model has no fingerprint of its training data (num_points, "
-                        "num_dims, data_hash)");
-  }
   SavedModel model;
   model.gpsel_version = proto.gpsel_version();
   model.kernel = proto.kernel();
   if (proto.has_mll_fit()) model.mll_fit = FromProto(proto.mll_fit());
   if (proto.has_map_fit()) model.map_fit = FromProto(proto.map_fit());
-  for (const std::optional<FitResult>* fit : {&model.mll_fit, &model.map_fit}) {
-    if (!fit->has_value()) continue;
-    const std::string name = absl::StrCat(field, fit == &model.mll_fit ? ".mll_fit" : ".map_fit");
-    for (const auto& [parameter, value] : (*fit)->values) {
-      if (!std::isfinite(value) || value <= 0) {
-        return InvalidField(absl::StrCat(name, ".values[", parameter, "]"),
-                            "must be finite and > 0 (natural scale)");
-      }
-    }
-  }
   model.standardized = proto.standardized();
   model.standardization = FromProto(proto.standardization());
   model.x_scale = proto.x_scale();
@@ -648,6 +635,12 @@ absl::StatusOr<SavedModel> FromProto(const v1::SavedModel& proto, std::string_vi
   model.num_points = proto.num_points();
   model.num_dims = proto.num_dims();
   model.data_hash = proto.data_hash();
+  // core/saved_model.h names its fields "model..."; here they are `field_name`'s.
+  if (absl::Status valid = ValidateSavedModel(model); !valid.ok()) {
+    const auto [violation_field, description] =
+        ViolationOfCoreError(valid, field, "model", field);
+    return InvalidField(violation_field, description);
+  }
   return model;
 }
 

@@ -579,16 +579,9 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
   }
   if (request.samples() < 0) {
     v.Add("samples", "must be >= 0");
-  } else if (request.samples() > 0) {
-    const int64_t rows = request.x_new().rows();
-    if (rows > kMaxSamplePoints) {
-      v.Add("samples", absl::StrCat("joint samples at ", rows, " points need their covariance; at "
-                                    "most ", kMaxSamplePoints, " rows of x_new"));
-    } else if (int64_t{request.samples()} * rows > kMaxSampleValues) {
-      v.Add("samples", absl::StrCat(request.samples(), " samples × ", rows, " points = ",
-                                    int64_t{request.samples()} * rows,
-                                    " values, more than the limit of ", kMaxSampleValues));
-    }
+  } else if (std::string problem = SampleSizeProblem(request.samples(), request.x_new().rows());
+             !problem.empty()) {
+    v.Add("samples", problem);
   }
   const v1::Matrix& x_new = request.x_new();
   if (x_new.rows() <= 0) {
