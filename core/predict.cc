@@ -237,7 +237,20 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
   }
   const Eigen::VectorXd none(0);
   const double noise = model.NoiseVariance(none);
-  Eigen::MatrixXd k = model.CrossCovariance(none, data.x, data.x);
+  // K(X, X) in blocks of columns from kPolledMinPoints points on, polling between them: made
+  // whole, its kernel tree's n × n temporaries took seconds at n = 8,759 without a poll.
+  const Eigen::Index n_train = data.num_points();
+  Eigen::MatrixXd k;
+  if (n_train < kPolledMinPoints) {
+    k = model.CrossCovariance(none, data.x, data.x);
+  } else {
+    k.resize(n_train, n_train);
+    for (Eigen::Index col = 0; col < n_train; col += kPolledBlockPoints) {
+      GPSEL_RETURN_IF_ERROR(ReportProgress(progress, CancellationPoll()));
+      const Eigen::Index cols = std::min<Eigen::Index>(kPolledBlockPoints, n_train - col);
+      k.middleCols(col, cols) = model.CrossCovariance(none, data.x, data.x.middleRows(col, cols));
+    }
+  }
   k.diagonal().array() += noise;
   // Polled between blocks of columns (core/linalg.h): at n = 8,759 the factorisation alone took
   // 15–40 s of a cancelled Predict's worker (issue 33, bench/RESULTS.md).

@@ -68,9 +68,9 @@ struct CountingStop {
   }
 };
 
-// n = 2,048: the factorisation runs in 8 blocks. A stop at the 3rd poll ends the Predict there,
-// inside the factorisation: no block of the prediction was reported. (Before, the factorisation
-// did not poll at all and the prediction ran to its end.)
+// n = 2,048: K(X, X) is made in 8 blocks of columns and factorised in 8 more. A stop at the 3rd
+// poll ends the Predict there, before any block of the prediction was reported. (Before, neither
+// polled and the prediction ran to its end.)
 TEST(PredictCancellationTest, StopsInsideTheFactorisation) {
   const Dataset data = SfTemps(2048);
   const Eigen::MatrixXd x_new = Eigen::VectorXd::LinSpaced(50, 1.0, 80.0);
