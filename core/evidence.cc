@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <utility>
 
 #include "Eigen/Eigenvalues"
@@ -298,13 +299,36 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
       PrepareModel(data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();
   const GpModel& gp = prepared->model;
-  const LogLikelihoodFn log_likelihood = [&gp](const Eigen::VectorXd& raw) {
-    if (CoreObserver* observer = GetCoreObserver()) {
-      observer->OnEvidenceLikelihoodCall(gp.num_free());
-    }
-    absl::StatusOr<double> value = gp.LogLikelihood(raw);
-    return value.ok() ? *value : -kInf;
-  };
+  // Every call of the caller's callback goes through one mutex: the likelihood below polls it
+  // from the samplers' worker threads, beside the samplers' own polls and reports.
+  std::mutex progress_mutex;
+  const ProgressCallback serialized =
+      progress ? ProgressCallback([&](const Progress& p) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        return progress(p);
+      })
+               : ProgressCallback();
+  // Each evaluation polls the cancellation between its Cholesky blocks (issue 33: at n = 8,759
+  // one evaluation takes ~20 s, and a cancelled evidence job held its worker 46–53 s). A stop
+  // seen there abandons the evaluation: its status, never a -inf value, goes to the sampler,
+  // which ends the run with it. A covariance that is not positive definite is a real -inf.
+  const StoppableLogLikelihood log_likelihood{
+      [&gp, &serialized](const Eigen::VectorXd& raw) -> absl::StatusOr<double> {
+        if (CoreObserver* observer = GetCoreObserver()) {
+          observer->OnEvidenceLikelihoodCall(gp.num_free());
+        }
+        absl::Status stopped;
+        const ProgressCallback poll =
+            serialized ? ProgressCallback([&](const Progress& p) {
+              absl::Status s = serialized(p);
+              if (!s.ok() && stopped.ok()) stopped = s;
+              return s;
+            })
+                       : ProgressCallback();
+        absl::StatusOr<double> value = gp.LogLikelihood(raw, nullptr, poll);
+        if (!stopped.ok()) return stopped;
+        return value.ok() ? *value : -kInf;
+      }};
 
   EvidenceResult result;
   result.kernel = ToString(kernel);
@@ -318,10 +342,11 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
   if (options.method != EvidenceMethod::kNested) {
     absl::StatusOr<std::vector<ProposalMode>> modes =
         FindPosteriorModes(gp, kernel, options.mode_search, options.importance.seed,
-                           options.importance.threads, progress, &result.mode_search_evaluations);
+                           options.importance.threads, serialized,
+                           &result.mode_search_evaluations);
     if (!modes.ok()) return modes.status();
     absl::StatusOr<ImportanceSamplingResult> importance = RunImportanceSampling(
-        log_likelihood, gp.prior_mean(), gp.prior_sd(), *modes, options.importance, progress);
+        log_likelihood, gp.prior_mean(), gp.prior_sd(), *modes, options.importance, serialized);
     if (!importance.ok()) return importance.status();
     result.importance = *std::move(importance);
     result.likelihood_calls += result.mode_search_evaluations + result.importance->num_samples;
@@ -360,7 +385,7 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const Kernel
       }
     } else {
       sampling = RunNestedSampling(log_likelihood, gp.prior_mean(), gp.prior_sd(),
-                                   options.sampling, progress);
+                                   options.sampling, serialized);
     }
     if (!sampling.ok()) return sampling.status();
     result.sampling = *std::move(sampling);

@@ -210,10 +210,10 @@ double LogLaplaceMass(double log_posterior, const Eigen::MatrixXd& covariance) {
 namespace {
 
 // The caller's target and modes, checked before any sampling: INVALID_ARGUMENT naming the field.
-absl::Status ValidateTarget(const LogLikelihoodFn& log_likelihood,
+absl::Status ValidateTarget(const StoppableLogLikelihood& log_likelihood,
                             const Eigen::VectorXd& prior_mean, const Eigen::VectorXd& prior_sd,
                             const std::vector<ProposalMode>& modes) {
-  if (!log_likelihood) return absl::InvalidArgumentError("log_likelihood: must be set");
+  if (!log_likelihood.fn) return absl::InvalidArgumentError("log_likelihood: must be set");
   const int u = static_cast<int>(prior_mean.size());
   if (u < 1) return absl::InvalidArgumentError("prior_mean: must have at least one entry");
   if (prior_sd.size() != u) {
@@ -370,6 +370,19 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
     const LogLikelihoodFn& log_likelihood, const Eigen::VectorXd& prior_mean,
     const Eigen::VectorXd& prior_sd, const std::vector<ProposalMode>& modes,
     const ImportanceSamplingOptions& options, const ProgressCallback& progress) {
+  StoppableLogLikelihood never_stops;
+  if (log_likelihood) {
+    never_stops.fn = [&log_likelihood](const Eigen::VectorXd& raw) -> absl::StatusOr<double> {
+      return log_likelihood(raw);
+    };
+  }
+  return RunImportanceSampling(never_stops, prior_mean, prior_sd, modes, options, progress);
+}
+
+absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
+    const StoppableLogLikelihood& log_likelihood, const Eigen::VectorXd& prior_mean,
+    const Eigen::VectorXd& prior_sd, const std::vector<ProposalMode>& modes,
+    const ImportanceSamplingOptions& options, const ProgressCallback& progress) {
   const auto start_time = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
@@ -427,12 +440,14 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
     std::atomic<bool> out_of_time{false};
     absl::Status stopped;
     std::mutex stopped_mutex;
+    std::atomic<bool> abandoned{false};  // an evaluation was abandoned: the other chunks stop
     std::vector<char> evaluated(total - begin, 0);
     constexpr int64_t kChunk = 16;
     TaskGroup group(pool.get());
     for (int64_t chunk = begin; chunk < total; chunk += kChunk) {
       group.Schedule([&, chunk] {
         for (int64_t i = chunk; i < std::min(total, chunk + kChunk); ++i) {
+          if (abandoned.load()) return;
           if (absl::Status s = ReportProgress(report, poll); !s.ok()) {
             std::lock_guard<std::mutex> lock(stopped_mutex);
             if (stopped.ok()) stopped = s;
@@ -443,7 +458,16 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
             return;
           }
           const Eigen::VectorXd x = points.row(i).transpose();
-          double value = log_likelihood(x);
+          absl::StatusOr<double> evaluated_value = log_likelihood.fn(x);
+          if (!evaluated_value.ok()) {
+            // Abandoned part-way: no value; the run returns this status below (no sample of
+            // this batch is weighted).
+            std::lock_guard<std::mutex> lock(stopped_mutex);
+            if (stopped.ok()) stopped = evaluated_value.status();
+            abandoned.store(true);
+            return;
+          }
+          double value = *evaluated_value;
           if (std::isnan(value)) value = -kInf;
           log_likelihoods[i] = value;
           evaluated[i - begin] = 1;

@@ -119,6 +119,12 @@ absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
     const LogLikelihoodFn& log_likelihood, const Eigen::VectorXd& prior_mean,
     const Eigen::VectorXd& prior_sd, const std::vector<ProposalMode>& modes,
     const ImportanceSamplingOptions& options, const ProgressCallback& progress = nullptr);
+// The same with a likelihood that may be abandoned (core/nested_sampling.h): its first non-OK
+// status ends the run, and no abandoned sample is weighted.
+absl::StatusOr<ImportanceSamplingResult> RunImportanceSampling(
+    const StoppableLogLikelihood& log_likelihood, const Eigen::VectorXd& prior_mean,
+    const Eigen::VectorXd& prior_sd, const std::vector<ProposalMode>& modes,
+    const ImportanceSamplingOptions& options, const ProgressCallback& progress = nullptr);
 
 // The Laplace mass of a mode: log_posterior + (u/2) log 2π + ½ log |Σ|.
 double LogLaplaceMass(double log_posterior, const Eigen::MatrixXd& covariance);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -69,9 +70,8 @@ const bool kOpenBlasReady = [] {
 // dtrtri is slow here: it runs the unblocked level-2 dtrti2 (dtrmv) below its blocking size and
 // is no better above it — measured (bench/RESULTS.md, issue 2) 3× slower than dpotrf on the same
 // matrix at n = 200 and 9× at n = 500, where this recursion is 0.7× dpotrf.
-// From this many rows on the work is split into blocks of kPolledBlockPoints with a poll between
-// them; below it one LAPACK/BLAS call takes at most ~10 ms.
-constexpr int kPolledMinPoints = 4 * kPolledBlockPoints;
+// From kPolledMinPoints rows on the work is split into blocks of kPolledBlockPoints with a poll
+// between them; below it one LAPACK/BLAS call takes at most ~10 ms.
 
 absl::Status Poll(const ProgressCallback& poll) {
   static const Progress kPoll = CancellationPoll();
@@ -261,6 +261,33 @@ Eigen::MatrixXd SpdFactorization::Solve(const Eigen::MatrixXd& rhs) const {
   int info = 0;
   dpotrs_("L", &n, &nrhs, factor_.data(), &n, x.data(), &n, &info, 1);
   return x;
+}
+
+int PolledSolveColumns(int n) {
+  const int64_t rows = std::max(n, 1);
+  return static_cast<int>(std::max<int64_t>(1, (int64_t{1} << 30) / (rows * rows)));
+}
+
+absl::StatusOr<Eigen::MatrixXd> SpdFactorization::SolveLower(Eigen::MatrixXd rhs,
+                                                             const ProgressCallback& poll) const {
+  const int n = static_cast<int>(factor_.rows());
+  if (rhs.rows() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SolveLower: the right-hand side has ", rhs.rows(), " rows, the factor ", n));
+  }
+  const auto lower = factor_.triangularView<Eigen::Lower>();
+  const Eigen::Index k = rhs.cols();
+  if (n < kPolledMinPoints) {
+    lower.solveInPlace(rhs);
+    return rhs;
+  }
+  const Eigen::Index block = PolledSolveColumns(n);
+  for (Eigen::Index start = 0; start < k; start += block) {
+    GPSEL_RETURN_IF_ERROR(Poll(poll));
+    auto columns = rhs.middleCols(start, std::min(block, k - start));
+    lower.solveInPlace(columns);
+  }
+  return rhs;
 }
 
 Eigen::VectorXd SpdFactorization::Solve(const Eigen::VectorXd& rhs) const {

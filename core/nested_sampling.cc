@@ -183,6 +183,7 @@ struct SlotStats {
   bool saw_inf = false;  // the likelihood returned +inf (at inf_raw)
   bool ok = false;       // a slice chain that finished (not halted)
   Eigen::VectorXd inf_raw;
+  absl::Status abandoned;  // an evaluation of this slot was abandoned (its poll said stop)
 };
 
 // Scratch of one worker thread of a parallel round.
@@ -194,7 +195,7 @@ struct WorkerBuffers {
 class Engine {
  public:
   // `threads`: threads for the candidates of a round (batch_size > 1); never changes a result.
-  Engine(const LogLikelihoodFn& fn, const Eigen::VectorXd& mean, const Eigen::VectorXd& sd,
+  Engine(const StoppableLogLikelihood& fn, const Eigen::VectorXd& mean, const Eigen::VectorXd& sd,
          const NestedSamplingOptions& options, const ProgressCallback& progress, int threads = 1)
       : fn_(fn),
         mean_(mean),
@@ -311,7 +312,9 @@ class Engine {
   // Importance-nested-sampling estimate over all closed epochs (call between batches only).
   bool ImportanceEstimate(double* log_z, double* error);
 
-  const LogLikelihoodFn& fn_;
+  const StoppableLogLikelihood& fn_;
+  // Set by a worker whose evaluation was abandoned: the round's other chains stop calling.
+  mutable std::atomic<bool> abandoned_{false};
   const Eigen::VectorXd& mean_;
   const Eigen::VectorXd& sd_;
   const NestedSamplingOptions& opt_;
@@ -390,7 +393,14 @@ class Engine {
 
 double Engine::Evaluate(const double* u) {
   for (int i = 0; i < d_; ++i) raw_[i] = mean_[i] + sd_[i] * NormalQuantile(u[i]);
-  double l = fn_(raw_);
+  absl::StatusOr<double> value = fn_.fn(raw_);
+  if (!value.ok()) {
+    // Abandoned part-way: no value. The run halts and returns this status (Run returns error_
+    // whenever it is set), so the -inf handed back never reaches a result.
+    if (error_.ok()) error_ = value.status();
+    return -kInf;
+  }
+  double l = *value;
   ++calls_;
   if (std::isnan(l)) l = -kInf;
   if (l == kInf) {
@@ -424,7 +434,14 @@ void Engine::CheckCaps() {
 
 double Engine::EvaluateIn(const double* u, Eigen::VectorXd& raw, SlotStats* stats) const {
   for (int i = 0; i < d_; ++i) raw[i] = mean_[i] + sd_[i] * NormalQuantile(u[i]);
-  double l = fn_(raw);
+  if (abandoned_.load() || !stats->abandoned.ok()) return -kInf;  // the round is being abandoned
+  absl::StatusOr<double> value = fn_.fn(raw);
+  if (!value.ok()) {
+    stats->abandoned = value.status();  // AccountRound makes it the run's error
+    abandoned_.store(true);
+    return -kInf;
+  }
+  double l = *value;
   ++stats->calls;
   if (std::isnan(l)) l = -kInf;
   if (l == kInf) {
@@ -444,6 +461,7 @@ void Engine::AccountRound(int count) {
   // cancellation inside a round (workers must not call the progress callback), only here.
   for (int s = 0; s < count; ++s) {
     calls_ += slot_stats_[s].calls;
+    if (!slot_stats_[s].abandoned.ok() && error_.ok()) error_ = slot_stats_[s].abandoned;
     if (slot_stats_[s].saw_inf) SetInfError(slot_stats_[s].inf_raw);
   }
   CheckCaps();
@@ -702,7 +720,7 @@ bool Engine::FillQueue(double lstar, const Eigen::MatrixXd& pool, const std::vec
       Rng rng(slot_seed_[s]);
       auto eval = [&](const double* p) { return EvaluateIn(p, b.raw, &st); };
       auto halted = [&] {
-        return st.saw_inf || st.calls >= budget ||
+        return st.saw_inf || st.calls >= budget || abandoned_.load() ||
                (opt_.max_seconds > 0 && Elapsed() >= opt_.max_seconds);
       };
       const int k = slot_start_[s];
@@ -1320,6 +1338,19 @@ absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& lo
                                                        const NestedSamplingOptions& options,
                                                        const ProgressCallback& progress) {
   if (!log_likelihood) return absl::InvalidArgumentError("log_likelihood must be set");
+  const StoppableLogLikelihood never_stops{
+      [&log_likelihood](const Eigen::VectorXd& raw) -> absl::StatusOr<double> {
+        return log_likelihood(raw);
+      }};
+  return RunNestedSampling(never_stops, prior_mean, prior_sd, options, progress);
+}
+
+absl::StatusOr<NestedSamplingResult> RunNestedSampling(const StoppableLogLikelihood& log_likelihood,
+                                                       const Eigen::VectorXd& prior_mean,
+                                                       const Eigen::VectorXd& prior_sd,
+                                                       const NestedSamplingOptions& options,
+                                                       const ProgressCallback& progress) {
+  if (!log_likelihood.fn) return absl::InvalidArgumentError("log_likelihood must be set");
   if (prior_mean.size() == 0) return absl::InvalidArgumentError("prior_mean must not be empty");
   if (prior_sd.size() != prior_mean.size()) {
     return absl::InvalidArgumentError(absl::StrCat("prior_sd has ", prior_sd.size(),

@@ -36,6 +36,16 @@ namespace gpsel {
 // points have zero likelihood); NaN is treated as -inf; +inf is an error.
 using LogLikelihoodFn = std::function<double(const Eigen::VectorXd& raw)>;
 
+// A log likelihood whose evaluation can be abandoned part-way (issue 33: at n = 10,000 one GP
+// evaluation takes ~20 s, so it polls the caller's cancellation between Cholesky blocks). A
+// value as LogLikelihoodFn's; a non-OK status means the evaluation was abandoned (cancelled,
+// deadline): it has no value, and the run stops with that status: the point never enters the
+// sampler as a likelihood. A wrapper struct, not a second std::function overload, so that a
+// lambda returning double still picks the LogLikelihoodFn overloads unambiguously.
+struct StoppableLogLikelihood {
+  std::function<absl::StatusOr<double>(const Eigen::VectorXd& raw)> fn;
+};
+
 struct NestedSamplingOptions {
   // Live points of the baseline run (and of each dynamic batch). 0 = automatic: 100 + 50 * u for
   // u <= 6 (ellipsoid rejection sampling; with the importance estimate this gives ~0.01-0.02
@@ -159,6 +169,12 @@ struct NestedSamplingResult {
 // sd <= 0, bad options, null likelihood, likelihood returning +inf); the progress callback's
 // status if it returns non-OK (checked every 100 iterations and every ~20,000 calls).
 absl::StatusOr<NestedSamplingResult> RunNestedSampling(const LogLikelihoodFn& log_likelihood,
+                                                       const Eigen::VectorXd& prior_mean,
+                                                       const Eigen::VectorXd& prior_sd,
+                                                       const NestedSamplingOptions& options,
+                                                       const ProgressCallback& progress = nullptr);
+// The same with a likelihood that may be abandoned: its first non-OK status ends the run.
+absl::StatusOr<NestedSamplingResult> RunNestedSampling(const StoppableLogLikelihood& log_likelihood,
                                                        const Eigen::VectorXd& prior_mean,
                                                        const Eigen::VectorXd& prior_sd,
                                                        const NestedSamplingOptions& options,

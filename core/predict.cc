@@ -234,10 +234,25 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
   const GpModel& model = prepared->model;
   const Eigen::VectorXd none(0);
   const double noise = model.NoiseVariance(none);
-  Eigen::MatrixXd k = model.CrossCovariance(none, data.x, data.x);
+  // K(X, X) in blocks of columns from kPolledMinPoints points on, polling between them: made
+  // whole, its kernel tree's n × n temporaries took seconds at n = 8,759 without a poll.
+  const Eigen::Index n_train = data.num_points();
+  Eigen::MatrixXd k;
+  if (n_train < kPolledMinPoints) {
+    k = model.CrossCovariance(none, data.x, data.x);
+  } else {
+    k.resize(n_train, n_train);
+    for (Eigen::Index col = 0; col < n_train; col += kPolledBlockPoints) {
+      GPSEL_RETURN_IF_ERROR(ReportProgress(progress, CancellationPoll()));
+      const Eigen::Index cols = std::min<Eigen::Index>(kPolledBlockPoints, n_train - col);
+      k.middleCols(col, cols) = model.CrossCovariance(none, data.x, data.x.middleRows(col, cols));
+    }
+  }
   k.diagonal().array() += noise;
+  // Polled between blocks of columns (core/linalg.h): at n = 8,759 the factorisation alone took
+  // 15–40 s of a cancelled Predict's worker (issue 33, bench/RESULTS.md).
   SpdFactorization cholesky;
-  GPSEL_RETURN_IF_ERROR(cholesky.Compute(std::move(k)));
+  GPSEL_RETURN_IF_ERROR(cholesky.Compute(std::move(k), progress));
   const Eigen::VectorXd alpha = cholesky.Solve(model.y());
   const Standardization& standardization = prepared->standardization;
   const double scale = standardization.applied ? standardization.scale : 1.0;
@@ -306,13 +321,15 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
     // (the variances above are its diagonal), on the original scale.
     GPSEL_RETURN_IF_ERROR(ReportProgress(
         progress, Progress{"predict", 1.0, absl::StrFormat("%d joint samples", samples)}));
-    const Eigen::MatrixXd k_star = model.CrossCovariance(none, data.x, x_new);
-    const Eigen::MatrixXd v = cholesky.lower().triangularView<Eigen::Lower>().solve(k_star);
+    // V for all m ≤ kMaxSamplePoints inputs at once is m n² flops: solved in polled blocks.
+    GPSEL_ASSIGN_OR_RETURN(const Eigen::MatrixXd v,
+                           cholesky.SolveLower(model.CrossCovariance(none, data.x, x_new),
+                                               progress));
     Eigen::MatrixXd covariance = model.CrossCovariance(none, x_new, x_new);
     covariance.noalias() -= v.transpose() * v;
     covariance *= scale * scale;
-    absl::StatusOr<Eigen::MatrixXd> drawn =
-        SampleMultivariateNormal(p.mean, std::move(covariance), samples, seed, &p.sample_jitter);
+    absl::StatusOr<Eigen::MatrixXd> drawn = SampleMultivariateNormal(
+        p.mean, std::move(covariance), samples, seed, &p.sample_jitter, progress);
     if (!drawn.ok()) return drawn.status();
     p.samples = *std::move(drawn);
   }
@@ -324,14 +341,16 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
 
 absl::StatusOr<Eigen::MatrixXd> SampleMultivariateNormal(const Eigen::VectorXd& mean,
                                                          Eigen::MatrixXd covariance, int samples,
-                                                         uint64_t seed, double* jitter) {
+                                                         uint64_t seed, double* jitter,
+                                                         const ProgressCallback& poll) {
   const Eigen::Index m = mean.size();
   if (covariance.rows() != m || covariance.cols() != m) {
     return absl::InvalidArgumentError("covariance: must be m × m for a mean of m values");
   }
   GPSEL_RETURN_IF_ERROR(CheckSampleSize(samples, m));
   SpdFactorization cholesky;
-  if (absl::Status s = cholesky.Compute(std::move(covariance)); !s.ok()) {
+  if (absl::Status s = cholesky.Compute(std::move(covariance), poll); !s.ok()) {
+    if (!absl::IsFailedPrecondition(s)) return s;  // the poll's stop, not the covariance's fault
     return absl::FailedPreconditionError(absl::StrCat(
         "samples: the posterior covariance of the new inputs is not positive semi-definite even "
         "with jitter (",

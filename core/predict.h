@@ -145,9 +145,12 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
 // `samples` joint draws of N(mean, covariance) with the given seed, samples × m: the Cholesky
 // L of covariance (jittered as SpdFactorization does; the jitter used in *jitter) times standard
 // normals drawn in a fixed order (sample by sample, point by point) from mt19937_64(seed).
+// `poll` is asked between the blocks of the Cholesky (m ≥ 1,024, core/linalg.h); its error is
+// returned.
 absl::StatusOr<Eigen::MatrixXd> SampleMultivariateNormal(const Eigen::VectorXd& mean,
                                                          Eigen::MatrixXd covariance, int samples,
-                                                         uint64_t seed, double* jitter);
+                                                         uint64_t seed, double* jitter,
+                                                         const ProgressCallback& poll = {});
 
 }  // namespace gpsel
 

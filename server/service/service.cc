@@ -3,6 +3,9 @@
 #include "gpsel/core/status_macros.h"
 #include "gpsel/server/service/startup_checks.h"
 
+#include <malloc.h>
+
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -111,6 +114,28 @@ absl::Status PrefixFields(const absl::Status& status, const std::string& prefix)
   if (unlisted > 0) violations.pop_back();  // the count, passed on
   for (auto& [field, description] : violations) field = prefix + field;
   return bridge::InvalidFieldsWithUnlisted(violations, unlisted);
+}
+
+// A refused request of at least this many bytes hands the heap's free pages back once its call
+// is done (ReleaseFreedHeapMemorySoon).
+constexpr size_t kTrimAfterRefusedBytes = 256 * 1024;
+
+// Hands the heap's free pages back to the kernel (glibc malloc_trim over every arena). The
+// server raises the trim threshold to 512 MB (core/linalg.h ConfigureAllocatorForLargeMatrices)
+// so that a likelihood's n×n matrices are reused, not re-faulted; but then what a burst of large
+// refused requests freed — ten 0.8 MB Score requests parse into ~10 MB of small strings each, on
+// as many gRPC threads' arenas — stayed resident and crept up round after round (issue 33:
+// 106 → 117 → 145 MB over three rounds of ten). Only after such a refusal, so the matrices'
+// reuse is untouched; 100 ms after it, on a thread of its own, so that what gRPC frees after the
+// call (the request's bytes) goes back too. Refusals while one is pending share it.
+void ReleaseFreedHeapMemorySoon() {
+  static std::atomic<bool> pending{false};
+  if (pending.exchange(true)) return;  // the pending trim comes after this refusal's frees too
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pending.store(false);  // a refusal from here on schedules another trim
+    malloc_trim(0);
+  }).detach();
 }
 
 // Refusals decided after admission — the memory budget, an allocation failure, a reused
@@ -229,13 +254,23 @@ std::string Fingerprint(const Job& job) {
 // and, when it finishes well, serializes its response into the call's response bytes.
 class CpuUnaryReactor : public grpc::ServerUnaryReactor {
  public:
-  CpuUnaryReactor(ServiceMetrics* metrics, grpc::ByteBuffer* raw_response,
-                  const google::protobuf::Message* response)
-      : metrics_(metrics), raw_response_(raw_response), response_(response) {}
+  CpuUnaryReactor(ServiceMetrics* metrics, const grpc::ByteBuffer* raw_request,
+                  grpc::ByteBuffer* raw_response, const google::protobuf::Message* response)
+      : metrics_(metrics),
+        request_bytes_(raw_request != nullptr ? raw_request->Length() : 0),
+        raw_response_(raw_response),
+        response_(response) {}
   void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // The parsed request is freed with the reactor; a large refused one's memory goes back to
+    // the system after it (ReleaseFreedHeapMemorySoon).
+    const bool release = release_when_done_;
+    delete this;
+    if (release) ReleaseFreedHeapMemorySoon();
+  }
   void FinishWith(const absl::Status& status) {
     CountLateRefusal(metrics_, status);
+    if (!status.ok() && request_bytes_ >= kTrimAfterRefusedBytes) release_when_done_ = true;
     if (status.ok()) {
       const absl::Status serialized = SerializeResponse(*response_, raw_response_);
       if (!serialized.ok()) {
@@ -249,6 +284,8 @@ class CpuUnaryReactor : public grpc::ServerUnaryReactor {
 
  private:
   ServiceMetrics* const metrics_;
+  const size_t request_bytes_;
+  bool release_when_done_ = false;
   grpc::ByteBuffer* const raw_response_;
   const google::protobuf::Message* const response_;
   std::atomic<bool> cancelled_{false};
@@ -261,8 +298,9 @@ namespace {
 template <typename Request, typename Response>
 class UnaryCall final : public CpuUnaryReactor {
  public:
-  UnaryCall(ServiceMetrics* metrics, grpc::ByteBuffer* raw_response)
-      : CpuUnaryReactor(metrics, raw_response, &response_) {}
+  UnaryCall(ServiceMetrics* metrics, const grpc::ByteBuffer* raw_request,
+            grpc::ByteBuffer* raw_response)
+      : CpuUnaryReactor(metrics, raw_request, raw_response, &response_) {}
   Request* request() { return &request_; }
   Response* response() { return &response_; }
 
@@ -512,7 +550,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ServeCpuUnary(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Score(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::ScoreRequest, v1::ScoreResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::ScoreRequest, v1::ScoreResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -583,7 +621,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ModelSelectionServiceImpl::Search(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::PredictRequest, v1::PredictResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::PredictRequest, v1::PredictResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -608,7 +646,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::Predict(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::SubmitEvidenceRequest, v1::SubmitEvidenceResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::SubmitEvidenceRequest, v1::SubmitEvidenceResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -632,7 +670,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitEvidence(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::SubmitSearchRequest, v1::SubmitSearchResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::SubmitSearchRequest, v1::SubmitSearchResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -650,7 +688,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitSearch(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::SubmitScore(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::SubmitScoreRequest, v1::SubmitScoreResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::SubmitScoreRequest, v1::SubmitScoreResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -728,7 +766,7 @@ absl::Status ModelSelectionServiceImpl::StoreJob(std::string_view kind,
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::GetJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::GetJobRequest, v1::GetJobResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::GetJobRequest, v1::GetJobResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -782,7 +820,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ModelSelectionServiceImpl::WatchJob(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::CancelJobRequest, v1::CancelJobResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::CancelJobRequest, v1::CancelJobResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;
@@ -808,7 +846,7 @@ grpc::ServerUnaryReactor* ModelSelectionServiceImpl::CancelJob(
 grpc::ServerUnaryReactor* ModelSelectionServiceImpl::ListJobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* reactor = new UnaryCall<v1::ListJobsRequest, v1::ListJobsResponse>(metrics_, raw_response);
+  auto* reactor = new UnaryCall<v1::ListJobsRequest, v1::ListJobsResponse>(metrics_, raw_request, raw_response);
   if (absl::Status s = ReadRequest(context, *raw_request, reactor->request()); !s.ok()) {
     reactor->FinishWith(s);
     return reactor;

@@ -686,9 +686,13 @@ class PostgresJobStore final : public JobStore {
     // (a corrupt one surfaces as SQLSTATE class XX, DATA_LOSS). The integrity check reads the
     // whole table rather than counting from statistics.
     if (depth == StoreCheck::kWrite) {
+      // The probe row goes into a new, empty file (TRUNCATE gives the table a fresh one), so the
+      // write must extend a file on disk, which PostgreSQL does at once: a full disk is SQLSTATE
+      // 53100 here. An update of the row in place did not notice one — its WAL record went into
+      // a pre-allocated segment and its page stayed in shared buffers (issue 33).
       return InTransaction("health write probe", [&](pqxx::work& txn) -> absl::Status {
-        txn.exec("INSERT INTO gpsel_health_probe (id, written) VALUES (1, now()) "
-                 "ON CONFLICT (id) DO UPDATE SET written = excluded.written");
+        txn.exec("TRUNCATE gpsel_health_probe");
+        txn.exec("INSERT INTO gpsel_health_probe (id, written) VALUES (1, now())");
         return absl::OkStatus();
       });
     }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -445,6 +446,61 @@ TEST(SqliteStoreTest, FullDiskIsStoreFullAndLosesNothing) {
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(static_cast<int>(page->jobs.size()), accepted);
   for (const Job& job : page->jobs) EXPECT_EQ(job.request, request);
+}
+
+// Runs `command` with /bin/sh; its stdout, or nullopt when it fails.
+std::optional<std::string> CommandOutput(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  std::string out;
+  char buffer[4096];
+  while (size_t got = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, got);
+  const int status = pclose(pipe);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// A PostgreSQL cluster whose files (data and WAL) live on a 64 MiB tmpfs, made full with a filler
+// file: the write probe (CheckHealth(kWrite)) is STORE_FULL, and OK again once space is freed.
+// Before, the probe updated its row in place and succeeded on the full disk (the WAL record went
+// into a pre-allocated segment, the page stayed in shared buffers), so health stayed SERVING.
+TEST(PostgresStoreTest, WriteProbeNoticesAFullDisk) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  SmallFilesystem disk(dir.path(), 64 << 20);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (not root?)";
+  const std::string script = std::string(GPSEL_SOURCE_DIR) + "/scripts/start-test-postgres.sh";
+  const std::string dir_file = dir.path() + "/cluster-dir";
+  std::optional<std::string> url = CommandOutput(absl::StrCat(
+      "TMPDIR=", dir.path(), " bash ", script, " start ", dir_file, " 2>/dev/null"));
+  if (!url.has_value() || url->empty()) {
+    CommandOutput(absl::StrCat("bash ", script, " stop-recorded ", dir_file, " 2>/dev/null"));
+    GTEST_SKIP() << "no PostgreSQL cluster could be started (package not installed?)";
+  }
+  {
+    absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(*url);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE((*store)->CheckHealth(StoreCheck::kWrite).ok());
+    // Fill the disk: a filler file takes whatever space is left.
+    const std::string filler = dir.path() + "/filler";
+    {
+      std::ofstream out(filler, std::ios::binary);
+      const std::string block(1 << 20, 'f');
+      for (int i = 0; i < 128 && out; ++i) out << block << std::flush;
+    }
+    absl::Status full;
+    for (int i = 0; i < 3; ++i) {  // every probe, not a lucky first one
+      full = (*store)->CheckHealth(StoreCheck::kWrite);
+      EXPECT_TRUE(IsStoreFull(full)) << "probe " << i << " on a full disk: " << full;
+    }
+    EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+    // Reads still work, and space freed makes the probe pass again.
+    EXPECT_TRUE((*store)->CheckHealth(StoreCheck::kConnection).ok());
+    std::remove(filler.c_str());
+    EXPECT_TRUE((*store)->CheckHealth(StoreCheck::kWrite).ok());
+  }
+  CommandOutput(absl::StrCat("bash ", script, " stop-recorded ", dir_file, " 2>/dev/null"));
 }
 
 }  // namespace
