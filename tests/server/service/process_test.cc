@@ -400,7 +400,7 @@ TEST_F(CliRemoteTest, SearchWithAChangeMovePinnedToAColumnEqualsInProcess) {
   ASSERT_EQ(remote.exit_code, 0) << remote.output;
   const nlohmann::json local_json = nlohmann::json::parse(local.output);
   EXPECT_EQ(local_json["best_kernel"], "CP[1](C,C)");
-  EXPECT_EQ(local_json["change_columns"], nlohmann::json({1}));
+  EXPECT_EQ(local_json["change_columns"], nlohmann::json::array({1}));
   EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote.output)), WithoutTimes(local_json));
   // A column the data do not have: refused remotely as in-process, naming it.
   const std::string bad =
