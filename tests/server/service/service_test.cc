@@ -713,7 +713,7 @@ TEST_F(ServiceTest, ChangeMovesPinnedToAColumnOverGrpc) {
               ::testing::Contains(::testing::Key("search.change_columns[0]")));
   bad.clear_change_columns();
   bad.add_change_columns(2);  // the data have two columns
-  absl::StatusOr<SearchResult> out_of_range = client->Search(bad);
+  absl::StatusOr<v1::SearchResult> out_of_range = client->Search(bad);
   EXPECT_THAT(out_of_range, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(out_of_range.status().message(), HasSubstr("column 2"));
   bad.clear_operators();
