@@ -17,11 +17,13 @@
 #include <condition_variable>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -287,30 +289,75 @@ std::vector<KernelExpansion> ExpandKernel(const KernelExpr& kernel,
   return all;
 }
 
+// Besides "+,*,CP,CW", a change move may be pinned to input columns: "+,*,CP[1]" or
+// "+,*,CP[0],CP[2],CW[0],CW[2]" fill SearchOperators::columns. CP and CW share that list, so
+// both are pinned to the same columns or neither; a move both pinned and unpinned is refused.
 absl::StatusOr<SearchOperators> ParseSearchOperators(std::string_view list) {
   SearchOperators operators;
   bool plus = false, times = false;
+  // A change move is unpinned ("CP") or pinned to columns ("CP[1]", "CP[0],CP[2]"); the columns
+  // are one list for both moves (SearchOperators::columns).
+  struct ChangeEntries {
+    bool unpinned = false;
+    std::set<int> columns;
+  } cp, cw;
   for (absl::string_view entry : absl::StrSplit(ToAbsl(list), ',')) {
-    const std::string name = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(entry));
+    const std::string text = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(entry));
+    std::string name = text;
+    std::optional<int> column;
+    if (const size_t open = text.find('['); open != std::string::npos) {
+      name = text.substr(0, open);
+      int c = -1;
+      if (text.back() != ']' ||
+          !absl::SimpleAtoi(absl::string_view(text).substr(open + 1, text.size() - open - 2),
+                            &c) ||
+          c < 0 || (name != "CP" && name != "CW")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "operators: bad entry '", text, "' in '", ToAbsl(list),
+            "' (a change move is pinned to an input column as CP[c] or CW[c], c >= 0)"));
+      }
+      column = c;
+    }
+    ChangeEntries* change = name == "CP" ? &cp : name == "CW" ? &cw : nullptr;
     bool* flag = name == "+"    ? &plus
                  : name == "*"  ? &times
                  : name == "CP" ? &operators.change_point
                  : name == "CW" ? &operators.change_window
                                 : nullptr;
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "operators: unknown entry '", name, "' in '", ToAbsl(list), "' (known: +, *, CP, CW)"));
-    }
-    if (*flag) {
       return absl::InvalidArgumentError(
-          absl::StrCat("operators: '", name, "' is listed twice in '", ToAbsl(list), "'"));
+          absl::StrCat("operators: unknown entry '", name, "' in '", ToAbsl(list),
+                       "' (known: +, *, CP, CW, CP[c], CW[c])"));
+    }
+    const bool twice = change == nullptr ? *flag
+                       : column.has_value() ? change->unpinned || change->columns.count(*column)
+                                            : *flag;
+    if (twice) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operators: '", name, "' is listed twice in '", ToAbsl(list),
+          change != nullptr ? "' (pin every change move to columns, or none)" : "'"));
     }
     *flag = true;
+    if (change != nullptr) {
+      if (column.has_value()) {
+        change->columns.insert(*column);
+      } else {
+        change->unpinned = true;
+      }
+    }
   }
   if (!plus || !times) {
     return absl::InvalidArgumentError(
         absl::StrCat("operators: '", ToAbsl(list), "' must include + and * (CKS's own moves)"));
   }
+  if (operators.change_point && operators.change_window &&
+      (cp.unpinned != cw.unpinned || cp.columns != cw.columns)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators: CP and CW read one list of columns: pin both to the same columns, or neither, "
+        "in '", ToAbsl(list), "'"));
+  }
+  const std::set<int>& pinned = operators.change_point ? cp.columns : cw.columns;
+  operators.columns.assign(pinned.begin(), pinned.end());
   return operators;
 }
 

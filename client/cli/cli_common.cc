@@ -255,7 +255,10 @@ void AddSearchFlags(CLI::App& sub, SearchFlags& flags, bool with_score_kept) {
                  "search moves: +,* (CKS) plus CP (S -> CP(S,S), a changepoint) and/or CW "
                  "(S -> CW(S,S), a changewindow), e.g. +,*,CP,CW; each adds one candidate per "
                  "subexpression whose doubled size fits --depth (per input column on data with "
-                 "several columns: CP[c](S,S))")
+                 "several columns: CP[c](S,S)); CP[c] / CW[c] pin the move to column c, e.g. "
+                 "+,*,CP[1] (CP and CW to the same columns). Off by default: on the paper's "
+                 "Table 1 data they lower recognition by mll, aic, bic and map (not by the "
+                 "Laplace metrics) and cost 3-12x a search's CPU (bench/RESULTS.md, issue 31)")
       ->capture_default_str();
   sub.add_option("--depth", flags.depth, "at most this many base kernels (1..10)")
       ->capture_default_str();

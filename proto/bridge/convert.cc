@@ -1047,6 +1047,22 @@ absl::StatusOr<SearchOptions> SearchOptionsFromProto(const v1::SearchRequest& re
                         : request.threads();
   options.score_kept_kernels = request.score_kept_kernels();
   options.operators = ParseOperators(request.operators(), &violations);
+  for (int i = 0; i < request.change_columns_size(); ++i) {
+    const std::string field = absl::StrCat("change_columns[", i, "]");
+    const int column = request.change_columns(i);
+    if (column < 0) {
+      violations.emplace_back(field, absl::StrCat("must be >= 0, got ", column));
+    } else if (std::find(options.operators.columns.begin(), options.operators.columns.end(),
+                         column) != options.operators.columns.end()) {
+      violations.emplace_back(field, absl::StrCat("column ", column, " is listed twice"));
+    } else {
+      options.operators.columns.push_back(column);
+    }
+  }
+  if (request.change_columns_size() > 0 && !options.operators.change_point &&
+      !options.operators.change_window) {
+    violations.emplace_back("change_columns", "pins the change moves: needs CP or CW in operators");
+  }
   ApplyFitSettings(ParseFitSettings(request.fit(), "fit", &violations), &options.score);
   options.score.metrics = ParseMetrics(request.metrics(), "metrics", &violations);
   GPSEL_RETURN_IF_ERROR(ViolationsStatus(violations));
@@ -1068,6 +1084,8 @@ void SearchOptionsToProto(const SearchOptions& options, v1::SearchRequest* reque
       request->add_operators(name);
     }
   }
+  request->clear_change_columns();
+  for (const int column : options.operators.columns) request->add_change_columns(column);
   ToProto(FitSettingsOf(options.score), request->mutable_fit());
   request->clear_metrics();
   for (Metric m : options.score.metrics) request->add_metrics(std::string(MetricName(m)));

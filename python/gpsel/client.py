@@ -2,6 +2,7 @@
 users. Arguments are named after scikit-learn's GaussianProcessRegressor where the concept is
 the same (n_restarts_optimizer, random_state, normalize_y, return_std)."""
 import os
+import re
 import uuid
 from typing import Callable, Dict, Iterator, Optional, Sequence, Union
 
@@ -21,6 +22,41 @@ from gpsel.results import (STATE_NUMBERS, EvidenceResult, Job, Prediction, Progr
 def _read(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+_PINNED_MOVE = re.compile(r"^(CP|CW)\[(\d+)\]$", re.IGNORECASE)
+
+
+def _split_operators(operators):
+    """["+", "*", "CP[1]"] -> (["+", "*", "CP"], [1]): the moves' names for
+    SearchRequest.operators and the columns the pinned change moves read (change_columns).
+    Other entries pass as given (the server checks them, naming operators[i]). CP and CW share
+    one list of columns, so both are pinned to the same columns or neither (else ValueError),
+    as the CLI's --operators requires."""
+    if isinstance(operators, str):
+        operators = operators.split(",")
+    names, pinned, unpinned = [], {}, set()
+    for entry in (o.strip() for o in (operators or ())):
+        match = _PINNED_MOVE.match(entry)
+        if not match:
+            names.append(entry)
+            if entry.upper() in ("CP", "CW"):
+                unpinned.add(entry.upper())
+            continue
+        move, column = match.group(1).upper(), int(match.group(2))
+        if move not in pinned:
+            pinned[move] = set()
+            names.append(move)
+        if column in pinned[move]:
+            raise ValueError(f"operators: '{entry}' is listed twice")
+        pinned[move].add(column)
+    for move in unpinned & set(pinned):
+        raise ValueError(f"operators: {move} is listed twice, pinned and unpinned (pin every "
+                         "change move to columns, or none)")
+    if pinned and (unpinned or len({frozenset(c) for c in pinned.values()}) > 1):
+        raise ValueError("operators: CP and CW read one list of columns: pin both to the "
+                         "same columns, or neither")
+    return names, sorted(set().union(*pinned.values()))
 
 
 class Client:
@@ -143,9 +179,9 @@ class Client:
         request = pb.SearchRequest()
         self._dataset(request.dataset, x, y, data, missing, x_unit)
         request.base_kernels.extend(list(base_kernels or ()))
-        if isinstance(operators, str):
-            operators = operators.split(",")
-        request.operators.extend([o.strip() for o in (operators or ())])
+        names, columns = _split_operators(operators)
+        request.operators.extend(names)
+        request.change_columns.extend(columns)
         request.metric = metric
         request.max_depth = int(max_depth)
         request.beam_width = int(beam_width)
@@ -195,7 +231,9 @@ class Client:
                       ) -> Iterator[Union[Progress, SearchResult]]:
         """Compositional kernel search as it runs: yields Progress events, then one
         SearchResult (last). operators: the search moves, ["+", "*"] (default) plus "CP"
-        (S -> CP(S, S), a changepoint) and/or "CW" (a changewindow), or "+,*,CP"."""
+        (S -> CP(S, S), a changepoint) and/or "CW" (a changewindow), or "+,*,CP"; "CP[1]"
+        pins the move to input column 1 (SearchRequest.change_columns; CP and CW pinned to the
+        same columns, as the CLI's --operators)."""
         request = self._search_request(x, y, data, base_kernels, metric, max_depth, beam_width,
                                        n_restarts_optimizer, random_state, normalize_y, scale_x,
                                        missing, x_unit, operators)

@@ -165,6 +165,8 @@ class SearchResult:
     proto: Any = field(repr=False, compare=False, default=None)
     # The search moves used: ["+", "*"] plus "CP"/"CW" when on.
     operators: List[str] = field(default_factory=list)
+    # The input columns the change moves read, one pinned move each (empty: column 0 unpinned).
+    change_columns: List[int] = field(default_factory=list)
 
     @classmethod
     def from_proto(cls, m):
@@ -173,7 +175,7 @@ class SearchResult:
                       for step in m.steps for c in step.candidates]
         return cls(m.metric, m.best_kernel, m.best_score,
                    KernelScore.from_proto(m.best) if m.HasField("best") else None, candidates,
-                   m.stop_reason, m.seconds, m, list(m.operators))
+                   m.stop_reason, m.seconds, m, list(m.operators), list(m.change_columns))
 
     def to_pandas(self):
         """One row per candidate scored: depth, kernel, parent, score, ok, chosen, error."""

@@ -365,6 +365,48 @@ TEST(ChangeSearchTest, OperatorsAddOneCandidatePerSubexpressionAndMove) {
   }
 }
 
+// CP[c] / CW[c] pin the change moves to input columns (SearchOperators::columns, one list for
+// both moves); a list that says two things about one move, or pins CP and CW differently, is
+// refused naming the entry.
+TEST(ChangeSearchTest, OperatorsPinnedToColumns) {
+  absl::StatusOr<SearchOperators> one = ParseSearchOperators("+,*,CP[1]");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(one->change_point);
+  EXPECT_FALSE(one->change_window);
+  EXPECT_THAT(one->columns, ElementsAre(1));
+  absl::StatusOr<SearchOperators> both = ParseSearchOperators(" cw[2], +, CP[2], *, CP[0],CW[0]");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_TRUE(both->change_point && both->change_window);
+  EXPECT_THAT(both->columns, ElementsAre(0, 2));
+  absl::StatusOr<SearchOperators> unpinned = ParseSearchOperators("+,*,CP,CW");
+  ASSERT_TRUE(unpinned.ok());
+  EXPECT_TRUE(unpinned->columns.empty());
+  // Pinned to column 1 of two: only CP[1] candidates, where the unpinned move offers both.
+  std::set<std::string> texts;
+  for (const KernelExpansion& e : ExpandKernel(Kernel("C"), {Kernel("C")}, 2, *one)) {
+    texts.insert(ToString(e.kernel));
+  }
+  EXPECT_TRUE(texts.count("CP[1](C,C)"));
+  EXPECT_FALSE(texts.count("CP[0](C,C)"));
+  EXPECT_FALSE(texts.count("CP(C,C)"));
+  for (const auto& [bad, says] : std::vector<std::pair<const char*, const char*>>{
+           {"+,*,CP,CP[1]", "listed twice"},
+           {"+,*,CP[1],CP", "listed twice"},
+           {"+,*,CP[1],CP[1]", "listed twice"},
+           {"+,*,CP[0],CW[1]", "same columns"},
+           {"+,*,CP[0],CW", "same columns"},
+           {"+,*,CP[x]", "CP[c]"},
+           {"+,*,CP[-1]", "CP[c]"},
+           {"+,*,CP[1", "CP[c]"},
+           {"+,*,SE[1]", "CP[c]"},
+           {"+[0],*", "CP[c]"}}) {
+    absl::StatusOr<SearchOperators> parsed = ParseSearchOperators(bad);
+    EXPECT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("operators")) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(says)) << bad;
+  }
+}
+
 // On data with several columns the change moves are pinned, one per column: the search finds a
 // level shift along column 1 (column 0 is noise) as CP[1](C, C), and records the columns.
 TEST(ChangeSearchTest, MovesOnSeveralColumnsArePinnedAndFindTheColumnThatChanges) {

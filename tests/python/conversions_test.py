@@ -146,5 +146,22 @@ class ResultsTest(unittest.TestCase):
             gpsel.Client._approx(fit, None, -1)
 
 
+class OperatorsTest(unittest.TestCase):
+    # "CP[1]" becomes SearchRequest.change_columns, as the CLI's --operators +,*,CP[1]
+    # (core ParseSearchOperators: CP and CW share one list of columns).
+    def test_pinned_change_moves_become_change_columns(self):
+        from gpsel.client import _split_operators
+        self.assertEqual(_split_operators(["+", "*", "CP[1]"]), (["+", "*", "CP"], [1]))
+        self.assertEqual(_split_operators("+,*,cw[2],CP[2],CP[0],CW[0]"),
+                         (["+", "*", "CW", "CP"], [0, 2]))
+        self.assertEqual(_split_operators("+,*,CP,CW"), (["+", "*", "CP", "CW"], []))
+        self.assertEqual(_split_operators(None), ([], []))
+        # Unknown entries pass through for the server to name (operators[i]).
+        self.assertEqual(_split_operators("+,*,XY[1]"), (["+", "*", "XY[1]"], []))
+        for bad in ["+,*,CP,CP[1]", "+,*,CP[1],CP[1]", "+,*,CP[0],CW[1]", "+,*,CP[0],CW"]:
+            with self.assertRaises(ValueError, msg=bad):
+                _split_operators(bad)
+
+
 if __name__ == "__main__":
     unittest.main()

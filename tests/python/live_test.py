@@ -138,6 +138,32 @@ class LiveTest(unittest.TestCase):
             self.client.search(np.arange(5.0), np.arange(5.0), operators="+,*,XY")
         self.assertIn("operators[2]", [v.field for v in caught.exception.field_violations])
 
+    def test_a_change_move_pinned_to_a_column_equals_the_cli(self):
+        # "CP[1]" travels as SearchRequest.change_columns: the Nile's years as column 1 beside
+        # uniform noise (column 0); the pinned search finds CP[1](C,C), as the CLI in-process.
+        table = np.loadtxt(os.path.join(DATA, "nile.csv"), delimiter=",", skiprows=1)
+        noise = np.random.default_rng(5).uniform(0.0, 10.0, len(table))
+        x = np.column_stack([noise, table[:, 0]])
+        result = self.client.search(x, table[:, 1], base_kernels=["C"], max_depth=2,
+                                    operators="+,*,CP[1]", n_restarts_optimizer=1,
+                                    random_state=3)
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("noise,year,flow\n")
+            for row in np.column_stack([x, table[:, 1]]):
+                f.write(",".join(repr(float(v)) for v in row) + "\n")
+        reference = cli_json("search", "--data", f.name, "--base", "C", "--depth", "2",
+                             "--operators", "+,*,CP[1]", "--restarts", "1", "--seed", "3")
+        os.unlink(f.name)
+        self.assertEqual(result.best_kernel, "CP[1](C,C)")
+        self.assertEqual(result.best_kernel, reference["best_kernel"])
+        self.assertAlmostEqual(result.best_score, reference["best_score"], places=6)
+        self.assertEqual(result.change_columns, [1])
+        self.assertNotIn("CP[0]", " ".join(result.to_pandas()["kernel"]))
+        with self.assertRaises(ValueError):
+            self.client.search(x, table[:, 1], operators=["+", "*", "CP[0]", "CW[1]"])
+        with self.assertRaises(gpsel.InvalidArgument):
+            self.client.search(x, table[:, 1], operators="+,*,CP[2]")
+
     def test_predict_equals_the_cli(self):
         frame = nile_frame()
         given = {"SE.lengthscale": 20.0, "noise": 0.5}

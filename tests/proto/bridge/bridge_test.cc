@@ -239,13 +239,16 @@ TEST(BridgeRoundTripTest, SearchRequestKeepsEveryOption) {
   options.score_kept_kernels = true;
   options.operators.change_point = true;
   options.operators.change_window = true;
+  options.operators.columns = {2, 0};
   options.score = UnusualScoreOptions();
   const v1::SearchRequest request = bridge::SearchRequestOf(Example(), options);
   EXPECT_THAT(request.operators(), ::testing::ElementsAre("+", "*", "CP", "CW"));
+  EXPECT_THAT(request.change_columns(), ::testing::ElementsAre(2, 0));
   absl::StatusOr<SearchOptions> back = bridge::SearchOptionsFromProto(request);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(back->operators.change_point);
   EXPECT_TRUE(back->operators.change_window);
+  EXPECT_THAT(back->operators.columns, ::testing::ElementsAre(2, 0));
   EXPECT_EQ(back->max_depth, 4);
   EXPECT_EQ(back->metric, "bic");
   EXPECT_EQ(back->beam_width, 3);

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -371,6 +373,46 @@ TEST_F(CliRemoteTest, SearchAndScoreAsJobsEqualInProcess) {
 
 // `gpsel report` on a server draws exactly what it draws in-process: the same Score, Predict
 // (with the summands' posteriors over gRPC) and evidence results give byte-identical SVGs.
+// `search --operators +,*,CP[1] --server`: the pinned change move travels in the request
+// (SearchRequest.change_columns) and the remote search equals the in-process one. Data: the
+// Nile's years as column 1 beside a column of uniform noise (column 0).
+TEST_F(CliRemoteTest, SearchWithAChangeMovePinnedToAColumnEqualsInProcess) {
+  const std::filesystem::path data = dir_ / "nile_beside_noise.csv";
+  {
+    std::ifstream in(DataPath("nile.csv"));
+    std::ofstream out(data);
+    std::string line;
+    std::getline(in, line);  // header x,y
+    out << "noise,year,flow\n";
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> uniform(0.0, 10.0);
+    while (std::getline(in, line)) {
+      if (!line.empty()) out << uniform(rng) << "," << line << "\n";
+    }
+  }
+  const std::string args =
+      absl::StrCat("search --data ", data.string(),
+                   " --base C --depth 2 --operators '+,*,CP[1]' --restarts 1 --seed 3"
+                   " --threads 1 --json");
+  CommandResult local = RunCommand(Cli(args));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  CommandResult remote = RunCommand(Cli(args + " --server " + address_));
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  const nlohmann::json local_json = nlohmann::json::parse(local.output);
+  EXPECT_EQ(local_json["best_kernel"], "CP[1](C,C)");
+  EXPECT_EQ(local_json["change_columns"], nlohmann::json::array({1}));
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote.output)), WithoutTimes(local_json));
+  // A column the data do not have: refused remotely as in-process, naming it.
+  const std::string bad =
+      absl::StrCat("search --data ", data.string(), " --base C --operators '+,*,CP[2]'");
+  CommandResult local_bad = RunCommand(Cli(bad + " 2>&1"));
+  CommandResult remote_bad = RunCommand(Cli(bad + " --server " + address_ + " 2>&1"));
+  EXPECT_NE(local_bad.exit_code, 0);
+  EXPECT_NE(remote_bad.exit_code, 0);
+  EXPECT_THAT(local_bad.output, HasSubstr("column 2"));
+  EXPECT_THAT(remote_bad.output, HasSubstr("column 2"));
+}
+
 TEST_F(CliRemoteTest, ReportRemoteDrawsTheSameFigures) {
   const std::string args =
       absl::StrCat("report --data ", DataPath("nile.csv"),

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <limits>
+#include <random>
 
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
@@ -636,6 +637,90 @@ TEST_F(ServiceTest, ChangepointSearchIsTheSameInProcessStreamedAndAsAJob) {
   bad.add_operators("CP");
   EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
               ElementsAre(Pair("operators", HasSubstr("+ and *"))));
+}
+
+// Change moves pinned to a column (SearchRequest.change_columns): the Nile's years as column 1
+// beside a column of uniform noise (column 0). Pinned to the years, the streamed search and
+// the search as a job find CP[1](C,C) as in-process, offer no move along column 0 and say which
+// columns they used; pinned to the noise column, no candidate changes along the years. Bad
+// columns are refused naming change_columns[i].
+TEST_F(ServiceTest, ChangeMovesPinnedToAColumnOverGrpc) {
+  const Dataset nile = LoadData("nile.csv");
+  Dataset data;
+  data.x.resize(nile.num_points(), 2);
+  data.y = nile.y;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> uniform(0.0, 10.0);
+  for (int i = 0; i < nile.num_points(); ++i) {
+    data.x(i, 0) = uniform(rng);
+    data.x(i, 1) = nile.x(i, 0);
+  }
+  SearchOptions options;
+  options.base_kernels = {*ParseKernel("C")};
+  absl::StatusOr<SearchOperators> pinned = ParseSearchOperators("+,*,CP[1]");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  options.operators = *pinned;
+  options.max_depth = 2;
+  options.threads = 2;
+  options.score.fit.restarts = 1;
+  options.score.fit.seed = 3;
+  const v1::SearchRequest request = bridge::SearchRequestOf(data, options);
+  EXPECT_THAT(request.change_columns(), ElementsAre(1));
+  absl::StatusOr<SearchResult> local = RunKernelSearch(data, options);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(ToString(local->best_kernel), "CP[1](C,C)");
+  std::unique_ptr<Client> client = Connect(server_->port());
+  absl::StatusOr<SearchResult> streamed = client->Search(data, options, nullptr);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  absl::StatusOr<SearchResult> as_job = client->SearchAsJob(data, options);
+  ASSERT_TRUE(as_job.ok()) << as_job.status();
+  for (const SearchResult* remote : {&*streamed, &*as_job}) {
+    EXPECT_EQ(ToString(remote->best_kernel), "CP[1](C,C)");
+    EXPECT_EQ(remote->best_score, local->best_score);
+    EXPECT_THAT(remote->operators.columns, ElementsAre(1));
+    for (const SearchStep& step : remote->steps) {
+      for (const CandidateRecord& c : step.candidates) {
+        EXPECT_EQ(c.kernel.find("CP[0]"), std::string::npos) << c.kernel;
+      }
+    }
+  }
+  // Pinned to the noise column: every change candidate reads column 0.
+  options.operators.columns = {0};
+  absl::StatusOr<SearchResult> noise = client->Search(data, options, nullptr);
+  ASSERT_TRUE(noise.ok()) << noise.status();
+  EXPECT_THAT(noise->operators.columns, ElementsAre(0));
+  int changes = 0;
+  for (const SearchStep& step : noise->steps) {
+    for (const CandidateRecord& c : step.candidates) {
+      EXPECT_EQ(c.kernel.find("CP[1]"), std::string::npos) << c.kernel;
+      changes += c.kernel.find("CP[0]") != std::string::npos;
+    }
+  }
+  EXPECT_GT(changes, 0);
+
+  v1::SearchRequest bad = request;
+  bad.clear_change_columns();
+  bad.add_change_columns(-1);
+  bad.add_change_columns(1);
+  bad.add_change_columns(1);
+  EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
+              ElementsAre(Pair("change_columns[0]", HasSubstr(">= 0")),
+                          Pair("change_columns[2]", HasSubstr("twice"))));
+  v1::SubmitSearchRequest bad_job;
+  *bad_job.mutable_search() = bad;
+  bad_job.set_request_id("pinned-change-bad-columns");
+  EXPECT_THAT(bridge::FieldViolations(client->SubmitSearch(bad_job).status()),
+              ::testing::Contains(::testing::Key("search.change_columns[0]")));
+  bad.clear_change_columns();
+  bad.add_change_columns(2);  // the data have two columns
+  absl::StatusOr<v1::SearchResult> out_of_range = client->Search(bad);
+  EXPECT_THAT(out_of_range, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("column 2"));
+  bad.clear_operators();
+  bad.clear_change_columns();
+  bad.add_change_columns(1);
+  EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
+              ElementsAre(Pair("change_columns", HasSubstr("CP or CW"))));
 }
 
 // SubmitScore: the kernels as tasks in rounds; the result is the Score RPC's response.
