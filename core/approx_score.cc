@@ -36,12 +36,15 @@ ApproxChoice Decide(ApproxMode mode, int64_t n, double exact_seconds) {
 
 // A FitResult the printers and predict can read from a sparse fit: log_likelihood is the ELBO
 // at θ̂ (the certified lower end), values in the user's units of x.
-FitResult FitResultOfSparse(const SparseFitResult& sparse, double x_factor) {
+FitResult FitResultOfSparse(const SparseFitResult& sparse, double x_factor,
+                            const std::vector<double>& x_factors) {
   FitResult fit;
   fit.objective = sparse.objective;
   fit.raw = sparse.raw;
   fit.values = sparse.values;
-  for (auto& [name, value] : fit.values) value *= UserUnitsPerModelUnit(name, x_factor);
+  for (auto& [name, value] : fit.values) {
+    value *= UserUnitsPerModelUnit(name, x_factor, x_factors);
+  }
   fit.log_likelihood = sparse.lower;
   fit.log_prior = sparse.log_prior;
   fit.objective_value = sparse.objective_value;
@@ -116,6 +119,7 @@ absl::StatusOr<KernelScore> ScoreKernelSparsely(const Dataset& data, const Kerne
   score.standardized = prepared->standardization.applied;
   score.standardization = prepared->standardization;
   score.x_scale = prepared->x_factor;
+  score.x_scales = prepared->x_factors;
   score.x_scale_reason = prepared->x_scale_reason;
   score.parameter_names = prepared->model.free_names();
   score.metrics = sparse->metrics;
@@ -137,7 +141,7 @@ absl::StatusOr<KernelScore> ScoreKernelSparsely(const Dataset& data, const Kerne
           SparseStopReasonName(fit->stop_reason), fit->gap(), fit->gap_tolerance));
     }
     (fit->objective == FitObjective::kMaximumLikelihood ? score.mll_fit : score.map_fit) =
-        FitResultOfSparse(*fit, score.x_scale);
+        FitResultOfSparse(*fit, score.x_scale, score.x_scales);
   }
   if (!options.laplace_r.empty()) {
     score.warnings.push_back(

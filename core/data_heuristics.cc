@@ -251,6 +251,11 @@ absl::StatusOr<XScaleChoice> AutoXScale(const Eigen::MatrixXd& x, const Eigen::V
     log_sum += std::log(range / 10.0);
   }
   XScaleChoice choice;
+  if (x.cols() > 1) {
+    for (Eigen::Index c = 0; c < x.cols(); ++c) {
+      choice.column_factors.push_back((x.col(c).maxCoeff() - x.col(c).minCoeff()) / 10.0);
+    }
+  }
   if (x.cols() == 1) {
     const std::vector<PeriodogramPeak> peaks = LombScarglePeaks(x.col(0), y, 1);
     if (!peaks.empty() && peaks[0].false_alarm_probability < kSignificantFalseAlarm) {

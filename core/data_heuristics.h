@@ -56,12 +56,15 @@ double NoiseVarianceFromSmooth(const Eigen::VectorXd& x, const Eigen::VectorXd& 
 // cycle lands on it), else range/10 (the SE lengthscale prior's central 95 % then spans about
 // range/500 to range/3). Several columns: the geometric mean of each column's range/10 (one
 // factor for all, since a LIN kernel over all columns is expressible in the user's units only
-// with a common factor). Homogeneous: AutoXScale(c·x, y) = c·AutoXScale(x, y), up to the
+// with a common factor), and in column_factors each column's own range/10, which ScaleInputs
+// (core/score.h) uses instead when every x-dependent parameter belongs to one column (pinned
+// kernels, BASE[*]). Homogeneous: AutoXScale(c·x, y) = c·AutoXScale(x, y), up to the
 // golden-section refinement of a peak's flat top (about 1e-9 relative). INVALID_ARGUMENT
 // for a constant column or a non-finite value.
 struct XScaleChoice {
   double factor = 1.0;
   std::string reason;
+  std::vector<double> column_factors;  // several columns: column c's range/10; else empty
 };
 absl::StatusOr<XScaleChoice> AutoXScale(const Eigen::MatrixXd& x, const Eigen::VectorXd& y);
 

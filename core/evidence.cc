@@ -290,11 +290,15 @@ absl::StatusOr<std::vector<ProposalMode>> FindPosteriorModes(
   return modes;
 }
 
-absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data, const KernelExpr& kernel,
+absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data,
+                                               const KernelExpr& given_kernel,
                                                const EvidenceOptions& options,
                                                const ProgressCallback& progress) {
   const auto start_time = std::chrono::steady_clock::now();
   GPSEL_RETURN_IF_ERROR(options.Validate());
+  // BASE[*] as its per-column copies (core/kernel_expr.h), as ScoreKernel models it.
+  GPSEL_ASSIGN_OR_RETURN(const KernelExpr kernel,
+                         ExpandPerColumn(given_kernel, static_cast<int>(data.x.cols())));
   absl::StatusOr<PreparedModel> prepared =
       PrepareModel(data, kernel, options.standardize, options.scale_x, options.hyperparameters);
   if (!prepared.ok()) return prepared.status();

@@ -67,6 +67,11 @@ absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::M
     return absl::InvalidArgumentError(
         absl::StrCat("x: has ", x.rows(), " rows but y has ", y.size(), " values"));
   }
+  if (ContainsPerColumn(kernel)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel: ", ToString(kernel), " holds BASE[*]: expand it to the data's columns "
+        "(ExpandPerColumn) before building a model"));
+  }
   if (MaxActiveDim(kernel) >= x.cols()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel: ", ToString(kernel), " uses input dimension ", MaxActiveDim(kernel),

@@ -129,6 +129,8 @@ std::string ChangeLabel(const KernelExpr& node) {
 std::string BaseLabel(const KernelExpr& leaf) {
   std::string label(BaseKernelName(leaf.base));
   if (leaf.active_dim >= 0) absl::StrAppend(&label, "[", leaf.active_dim, "]");
+  // BASE[*] before ExpandPerColumn (`gpsel priors` without data): the prior every column's copy has.
+  if (leaf.active_dim == kPerColumnDim) absl::StrAppend(&label, "[*]");
   return label;
 }
 }  // namespace

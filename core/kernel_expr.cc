@@ -87,6 +87,7 @@ void AppendText(const KernelExpr& expr, std::string* out) {
   if (expr.kind == KernelExpr::Kind::kBase) {
     absl::StrAppend(out, ToAbsl(BaseKernelName(expr.base)));
     if (expr.active_dim >= 0) absl::StrAppend(out, "[", expr.active_dim, "]");
+    if (expr.active_dim == kPerColumnDim) absl::StrAppend(out, "[*]");
     return;
   }
   if (expr.is_change()) {
@@ -301,8 +302,14 @@ class Parser {
         absl::AsciiStrToUpper(ToAbsl(text_.substr(name_position, name_end - name_position)));
     if (upper == "CP" || upper == "CW") {
       position_ = name_end;
+      const size_t dim_position = position_;
       absl::StatusOr<int> dim = ReadOptionalDimension();
       if (!dim.ok()) return dim.status();
+      if (*dim == kPerColumnDim) {
+        return ParseError(absl::StrCat("'[*]' (one lengthscale per column) applies to base "
+                                       "kernels, not to ", upper),
+                          dim_position);
+      }
       SkipWhitespace();
       if (AtEnd() || text_[position_] != '(') {
         return ParseError(absl::StrCat("expected '(' after ", upper), position_);
@@ -342,8 +349,14 @@ class Parser {
           absl::StrCat("too many base kernels (limit ", limits_.max_base_kernels, ")"),
           name_position);
     }
+    const size_t dim_position = position_;
     absl::StatusOr<int> active_dim = ReadOptionalDimension();
     if (!active_dim.ok()) return active_dim.status();
+    if (*active_dim == kPerColumnDim && *base == BaseKernel::kConst) {
+      return ParseError("'[*]' (one lengthscale per column) does not apply to C, which reads no "
+                        "input",
+                        dim_position);
+    }
     Partial leaf;
     leaf.expr = KernelExpr::Base(*base, *active_dim);
     leaf.deepest_position = name_position;
@@ -351,7 +364,8 @@ class Parser {
     return absl::OkStatus();
   }
 
-  // Reads "[DIM]" if it follows (whitespace allowed around every token); -1 when absent.
+  // Reads "[DIM]" or "[*]" (kPerColumnDim) if it follows (whitespace allowed around every
+  // token); -1 when absent.
   absl::StatusOr<int> ReadOptionalDimension() {
     const size_t after_name = position_;
     SkipWhitespace();
@@ -365,9 +379,16 @@ class Parser {
     if (!AtEnd() && text_[position_] == ']') {
       return ParseError("empty brackets", bracket_position);
     }
+    if (!AtEnd() && text_[position_] == '*') {
+      ++position_;
+      SkipWhitespace();
+      if (AtEnd() || text_[position_] != ']') return ParseError("expected ']'", position_);
+      ++position_;
+      return kPerColumnDim;
+    }
     const size_t digits_position = position_;
     if (AtEnd() || !absl::ascii_isdigit(static_cast<unsigned char>(text_[position_]))) {
-      return ParseError("expected a non-negative integer dimension", position_);
+      return ParseError("expected a non-negative integer dimension or '*'", position_);
     }
     int value = 0;
     while (!AtEnd() && absl::ascii_isdigit(static_cast<unsigned char>(text_[position_]))) {
@@ -502,7 +523,7 @@ KernelExpr KernelExpr::Base(BaseKernel base, int active_dim) {
   KernelExpr expr;
   expr.kind = Kind::kBase;
   expr.base = base;
-  expr.active_dim = active_dim < 0 ? -1 : active_dim;
+  expr.active_dim = active_dim == kPerColumnDim ? kPerColumnDim : active_dim < 0 ? -1 : active_dim;
   return expr;
 }
 
@@ -657,6 +678,42 @@ std::string_view ChangeKindName(KernelExpr::Kind kind) {
     default:
       return "?";
   }
+}
+
+}  // namespace gpsel
+
+namespace gpsel {
+
+bool ContainsPerColumn(const KernelExpr& expr) {
+  if (expr.is_base()) return expr.active_dim == kPerColumnDim;
+  for (const KernelExpr& operand : expr.operands) {
+    if (ContainsPerColumn(operand)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<KernelExpr> ExpandPerColumn(const KernelExpr& expr, int num_columns) {
+  if (!ContainsPerColumn(expr)) return expr;
+  if (num_columns < 1) {
+    return absl::InvalidArgumentError("kernel: '[*]' needs data with at least one input column");
+  }
+  if (expr.is_base()) {
+    std::vector<KernelExpr> per_column;
+    for (int c = 0; c < num_columns; ++c) per_column.push_back(KernelExpr::Base(expr.base, c));
+    if (num_columns == 1) return per_column.front();
+    // LIN's variance multiplies x·x' = Σ_c x_c x'_c: one variance per column is the sum. The
+    // stationary kernels take a product: Π_c exp(−d_c²/2ℓ_c²) = exp(−Σ_c d_c²/2ℓ_c²), the ARD SE.
+    return expr.base == BaseKernel::kLIN ? KernelExpr::Sum(std::move(per_column))
+                                         : KernelExpr::Product(std::move(per_column));
+  }
+  KernelExpr out = expr;
+  for (KernelExpr& operand : out.operands) {
+    absl::StatusOr<KernelExpr> expanded = ExpandPerColumn(operand, num_columns);
+    if (!expanded.ok()) return expanded.status();
+    operand = *std::move(expanded);
+  }
+  // Change nodes keep their operands' order; sums and products flatten and sort again.
+  return out.is_change() ? out : Canonicalize(std::move(out));
 }
 
 }  // namespace gpsel

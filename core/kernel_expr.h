@@ -3,7 +3,8 @@
 //
 //   expr    := term ('+' term)*
 //   term    := factor ('*' factor)*
-//   factor  := BASE ('[' DIM ']')? | CHANGE ('[' DIM ']')? '(' expr ',' expr ')' | '(' expr ')'
+//   factor  := BASE ('[' DIM ']' | '[*]')? | CHANGE ('[' DIM ']')? '(' expr ',' expr ')'
+//            | '(' expr ')'
 //   BASE    := SE | RBF | MAT12 | MAT32 | MAT52 | LIN | PER | RQ | C   (case-insensitive)
 //   CHANGE  := CP | CW                                                 (case-insensitive)
 //
@@ -11,6 +12,17 @@
 // CW(k1, k2) = (1 − a(x)) k1 (1 − a(x')) + a(x) k2 a(x'): k2 inside a window, k1 outside it.
 // σ and a read one input column: DIM when pinned, else column 0 (core/internal/kernel_evaluator.h has the
 // formulas and parameters). Their two operands are ordered (not sorted) and never flattened.
+//
+// BASE[*] is the ARD shorthand: the kernel once per input column, each with its own lengthscale
+// (period, variance) and its own prior, in that column's units. It stays "SE[*]" in text and
+// canonical form (the grammar does not know the data); ExpandPerColumn turns it into pinned
+// kernels once the number of columns is known, and every workflow (score, search, evidence,
+// predict) models the expanded kernel: SE[*] on 3 columns is SE[0]*SE[1]*SE[2], exactly the ARD
+// SE exp(−Σ_c d_c²/2ℓ_c²); MAT*, RQ and PER take the same product over columns (the separable
+// form); LIN[*] is LIN[0]+LIN[1]+LIN[2], the linear kernel with one variance per column. C[*]
+// and CP[*]/CW[*] are errors. (`SE[*]` rather than `ARD(SE)`: it extends the `[DIM]` pin a
+// user already knows, "SE on column 2" / "SE on every column, each its own", composes inside
+// any expression without a new call syntax, and ARD(SE+PER) would have no single meaning.)
 //
 // Example:
 //   absl::StatusOr<gpsel::KernelExpr> k = gpsel::ParseKernel("(SE*LIN[1]) + se");
@@ -38,11 +50,15 @@ absl::StatusOr<BaseKernel> ParseBaseKernelName(std::string_view name);
 // RQ: {lengthscale, alpha}; C: {constant}.
 const std::vector<std::string>& BaseKernelParameterNames(BaseKernel base);
 
+// KernelExpr::active_dim of a base kernel written BASE[*] (one copy per column, see above).
+inline constexpr int kPerColumnDim = -2;
+
 struct KernelExpr {
   enum class Kind { kBase, kSum, kProduct, kChangePoint, kChangeWindow };
   Kind kind = Kind::kBase;
   BaseKernel base = BaseKernel::kSE;  // meaningful when kind == kBase
-  // Input column a base kernel reads (-1 = all columns), or the column a changepoint's or
+  // Input column a base kernel reads (-1 = all columns with one lengthscale, kPerColumnDim =
+  // BASE[*], one copy per column), or the column a changepoint's or
   // changewindow's σ reads (-1 = column 0).
   int active_dim = -1;
   // kSum/kProduct: two or more; kChangePoint: {before, after}; kChangeWindow: {outside, inside}.
@@ -91,6 +107,12 @@ int MaxActiveDim(const KernelExpr& expr);
 bool ContainsBaseKernel(const KernelExpr& expr, BaseKernel base);
 // Whether a changepoint or changewindow occurs anywhere in `expr`.
 bool ContainsChange(const KernelExpr& expr);
+// Whether some base kernel is written BASE[*].
+bool ContainsPerColumn(const KernelExpr& expr);
+// Replaces every BASE[*] by its copies pinned to columns 0..num_columns−1 (a product, or a sum
+// for LIN; the base itself for one column) and canonicalises; `expr` unchanged without [*].
+// INVALID_ARGUMENT for num_columns < 1.
+absl::StatusOr<KernelExpr> ExpandPerColumn(const KernelExpr& expr, int num_columns);
 // "CP" or "CW" for a change node's kind.
 std::string_view ChangeKindName(KernelExpr::Kind kind);
 

@@ -221,6 +221,12 @@ absl::StatusOr<Prediction> PredictAtValues(const Dataset& data, const KernelExpr
                                            const ProgressCallback& progress, int block_columns,
                                            bool components, int samples, uint64_t seed,
                                            Standardization* used) {
+  GPSEL_ASSIGN_OR_RETURN(const KernelExpr expanded,
+                         ExpandPerColumn(kernel, static_cast<int>(data.x.cols())));
+  if (ContainsPerColumn(kernel)) {
+    return PredictAtValues(data, expanded, natural_values, standardize, x_new, progress,
+                           block_columns, components, samples, seed, used);
+  }
   if (x_new.cols() != data.x.cols()) {
     return absl::InvalidArgumentError(absl::StrCat("x_new: has ", x_new.cols(),
                                                    " columns, the training inputs have ",
@@ -386,11 +392,14 @@ absl::StatusOr<Prediction> Predict(const Dataset& data, const KernelExpr& kernel
                          components, samples, seed, /*used=*/nullptr);
 }
 
-absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& kernel,
+absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExpr& given_kernel,
                                             const Eigen::MatrixXd& x_new,
                                             const PredictOptions& options,
                                             const ProgressCallback& progress) {
   GPSEL_RETURN_IF_ERROR(options.Validate());
+  // BASE[*] as its per-column copies (core/kernel_expr.h): the kernel a saved model holds.
+  GPSEL_ASSIGN_OR_RETURN(const KernelExpr kernel,
+                         ExpandPerColumn(given_kernel, static_cast<int>(data.x.cols())));
   PredictResult out;
   out.kernel = ToString(kernel);
   out.hyperparameters = options.hyperparameters;

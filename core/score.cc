@@ -160,9 +160,33 @@ double UserUnitsPerModelUnit(std::string_view name, double x_scale) {
   return 1.0;
 }
 
-absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kernel,
-                                                         const HyperparameterSettings& settings,
-                                                         double x_scale) {
+int PinnedColumnOfParameter(std::string_view name) {
+  const std::string_view label = name.substr(0, name.find('.'));
+  const size_t open = label.find('[');
+  if (open == std::string_view::npos) return -1;
+  int column = 0;
+  size_t i = open + 1;
+  if (i >= label.size() || !absl::ascii_isdigit(static_cast<unsigned char>(label[i]))) return -1;
+  for (; i < label.size() && absl::ascii_isdigit(static_cast<unsigned char>(label[i])); ++i) {
+    column = column * 10 + (label[i] - '0');
+    if (column > 1'000'000) return -1;
+  }
+  return i < label.size() && label[i] == ']' ? column : -1;
+}
+
+double UserUnitsPerModelUnit(std::string_view name, double x_scale,
+                             const std::vector<double>& column_scales) {
+  const int column = PinnedColumnOfParameter(name);
+  if (!column_scales.empty() && column >= 0 &&
+      column < static_cast<int>(column_scales.size())) {
+    return UserUnitsPerModelUnit(name, column_scales[static_cast<size_t>(column)]);
+  }
+  return UserUnitsPerModelUnit(name, x_scale);
+}
+
+absl::StatusOr<std::vector<PriorSummary>> DescribePriors(
+    const KernelExpr& kernel, const HyperparameterSettings& settings, double x_scale,
+    const std::vector<double>& column_scales) {
   if (!(std::isfinite(x_scale) && x_scale > 0)) {
     return absl::InvalidArgumentError("scale_x: the factor must be finite and > 0");
   }
@@ -171,7 +195,7 @@ absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kerne
   if (!infos.ok()) return infos.status();
   std::vector<PriorSummary> out;
   for (const HyperparameterInfo& info : *infos) {
-    const double units = UserUnitsPerModelUnit(info.name, x_scale);
+    const double units = UserUnitsPerModelUnit(info.name, x_scale, column_scales);
     const double offset = info.name == kNoiseName ? kNoiseFloor : 0.0;
     auto natural = [&](double raw) { return (offset + Softplus(raw)) * units; };
     PriorSummary summary;
@@ -218,8 +242,22 @@ std::vector<std::string> PeriodsOutOfPriorReach(const std::vector<PriorSummary>&
   return notes;
 }
 
+namespace {
+// Whether some base kernel of `kernel` reads every column with one parameter in x's units (SE,
+// LIN, PER, ... without a pin; C has none): then columns scaled differently leave that parameter
+// without units.
+bool ReadsEveryColumnInXUnits(const KernelExpr& kernel) {
+  if (kernel.is_base()) return kernel.active_dim < 0 && kernel.base != BaseKernel::kConst;
+  for (const KernelExpr& operand : kernel.operands) {
+    if (ReadsEveryColumnInXUnits(operand)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& scaling,
-                                         const HyperparameterSettings& settings) {
+                                         const HyperparameterSettings& settings,
+                                         const KernelExpr* kernel) {
   GPSEL_RETURN_IF_ERROR(scaling.Validate());
   ScaledInputs out;
   switch (scaling.mode) {
@@ -233,16 +271,39 @@ absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& sc
     case XScaling::Mode::kAuto: {
       absl::StatusOr<XScaleChoice> choice = AutoXScale(data.x, data.y);
       if (!choice.ok()) return choice.status();
+      if (!choice->column_factors.empty() && kernel != nullptr &&
+          !ReadsEveryColumnInXUnits(*kernel)) {
+        out.column_factors = choice->column_factors;
+        std::vector<std::string> listed;
+        for (size_t c = 0; c < out.column_factors.size(); ++c) {
+          listed.push_back(absl::StrFormat("%zu: %.6g", c, out.column_factors[c]));
+        }
+        out.reason = absl::StrCat("auto: each column by its own range/10 (",
+                                  absl::StrJoin(listed, ", "), ")");
+        break;
+      }
       out.factor = choice->factor;
       out.reason = absl::StrCat("auto: ", choice->reason);
+      if (!choice->column_factors.empty() && kernel != nullptr) {
+        absl::StrAppend(&out.reason, ", one factor for every column since ", ToString(*kernel),
+                        " reads every column with one lengthscale (pin columns, or write e.g. "
+                        "SE[*] for one lengthscale per column, to scale each by its own)");
+      }
       break;
     }
   }
   // Unscaled x stays bit for bit what the user gave.
-  out.x = out.factor == 1.0 ? data.x : (data.x / out.factor).eval();
+  if (!out.column_factors.empty()) {
+    out.x = data.x;
+    for (Eigen::Index c = 0; c < out.x.cols(); ++c) {
+      out.x.col(c) /= out.column_factors[static_cast<size_t>(c)];
+    }
+  } else {
+    out.x = out.factor == 1.0 ? data.x : (data.x / out.factor).eval();
+  }
   out.settings = settings;
   for (auto& [name, value] : out.settings.fixed_values) {
-    value /= UserUnitsPerModelUnit(name, out.factor);
+    value /= UserUnitsPerModelUnit(name, out.factor, out.column_factors);
   }
   return out;
 }
@@ -344,7 +405,8 @@ constexpr double kPriorSdWarning = 3.0;
 constexpr double kOnBound = 1e-6;  // raw distance from a bound that counts as on it
 
 void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptions& options,
-                    double x_factor, std::vector<std::string>* warnings) {
+                    double x_factor, const std::vector<double>& x_factors,
+                    std::vector<std::string>* warnings) {
   const char* label = fit.objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP";
   const std::vector<std::string> names = model.free_names();
   const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
@@ -385,7 +447,7 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
                                                 "or standardised values",
                           remedy));
     } else if (const double z = (raw - mean(k)) / sd(k); std::abs(z) > kPriorSdWarning) {
-      const double units = UserUnitsPerModelUnit(name, x_factor);
+      const double units = UserUnitsPerModelUnit(name, x_factor, x_factors);
       const double offset = name == kNoiseName ? kNoiseFloor : 0.0;
       warnings->push_back(absl::StrFormat(
           "%s fit: %s = %.4g lies %.1f prior sd %s its prior mean (the prior's 95%% interval is "
@@ -443,12 +505,16 @@ absl::Status CheckAgainstWhiteNoise(const GpModel& model, const KernelScore& sco
 }
 
 // ScoreKernel, taking the fits `earlier` has (null: none).
-absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExpr& kernel,
+absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExpr& given_kernel,
                                             const ScoreOptions& options,
                                             const KernelScore* earlier,
                                             const ProgressCallback& progress) {
   const auto started = std::chrono::steady_clock::now();
   GPSEL_RETURN_IF_ERROR(options.Validate());
+  // BASE[*] becomes one pinned copy per column (core/kernel_expr.h): the score, its parameter
+  // names and its kernel text are those of the expanded kernel.
+  GPSEL_ASSIGN_OR_RETURN(const KernelExpr kernel,
+                         ExpandPerColumn(given_kernel, static_cast<int>(data.x.cols())));
   if (options.test != nullptr) GPSEL_RETURN_IF_ERROR(ValidateTestData(*options.test, data));
   // Exact or sparse (core/approx_score.h): the sparse path returns its own KernelScore.
   const ApproxChoice choice = ChooseApproximation(data, kernel, options);
@@ -486,6 +552,7 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   score.standardization = *standardization;
   score.parameter_names = model->free_names();
   score.x_scale = x_factor;
+  score.x_scales = prepared->x_factors;
   score.x_scale_reason = prepared->x_scale_reason;
   const double n = data.num_points();
   const double u = model->num_free();
@@ -670,9 +737,11 @@ absl::StatusOr<KernelScore> ScoreKernelImpl(const Dataset& data, const KernelExp
   for (auto [fit, made] : {std::pair{&score.mll_fit, make_mll}, std::pair{&score.map_fit, make_map}}) {
     if (!fit->has_value()) continue;
     if (made) {
-      for (auto& [name, value] : (*fit)->values) value *= UserUnitsPerModelUnit(name, x_factor);
+      for (auto& [name, value] : (*fit)->values) {
+        value *= UserUnitsPerModelUnit(name, x_factor, prepared->x_factors);
+      }
     }
-    AddFitWarnings(*model, **fit, options, x_factor, &score.warnings);
+    AddFitWarnings(*model, **fit, options, x_factor, prepared->x_factors, &score.warnings);
   }
   for (const auto& [name, share] : prior_dominated_share) {
     score.prior_dominated.push_back(name);
@@ -727,11 +796,22 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
 }
 
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
-                                                      const std::vector<KernelExpr>& kernels,
+                                                      const std::vector<KernelExpr>& given_kernels,
                                                       const ScoreOptions& options,
                                                       const ProgressCallback& progress,
                                                       int* failed_kernel,
                                                       const KernelRoundScorer& score_round) {
+  // BASE[*] expanded first, so that containment (and the nested starts) sees pinned kernels.
+  std::vector<KernelExpr> kernels;
+  for (size_t i = 0; i < given_kernels.size(); ++i) {
+    absl::StatusOr<KernelExpr> expanded =
+        ExpandPerColumn(given_kernels[i], static_cast<int>(data.x.cols()));
+    if (!expanded.ok()) {
+      if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
+      return expanded.status();
+    }
+    kernels.push_back(*std::move(expanded));
+  }
   // Fewer base kernels first: a kernel can only contain kernels of at most its size.
   std::vector<size_t> order(kernels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -835,7 +915,7 @@ std::map<std::string, double> ModelRawValues(const KernelScore& score, const Fit
   std::map<std::string, double> raw;
   // Fixed parameters appear in `values` only (natural, user units).
   for (const auto& [name, value] : fit.values) {
-    const double model_value = value / UserUnitsPerModelUnit(name, score.x_scale) -
+    const double model_value = value / UserUnitsPerModelUnit(name, score.x_scale, score.x_scales) -
                                (name == kNoiseName ? kNoiseFloor : 0.0);
     raw[name] = InverseSoftplus(std::max(model_value, 1e-300));
   }
@@ -852,6 +932,10 @@ std::string KernelScore::Summary() const {
   if (x_scale != 1.0) {
     absl::StrAppendFormat(&out, "  x divided by %.6g for modelling (%s); values in x's units\n",
                           x_scale, x_scale_reason);
+  }
+  if (!x_scales.empty()) {
+    absl::StrAppendFormat(&out, "  x's columns divided for modelling (%s); values in each "
+                          "column's units\n", x_scale_reason);
   }  for (Metric m : AllMetrics()) {
     const std::string name(MetricName(m));
     if (auto it = metrics.find(name); it != metrics.end()) {

@@ -151,6 +151,10 @@ struct KernelScore {
   // `values`) are in the user's units of x all the same; raw vectors, Hessians and the Laplace
   // covariance are those of the scaled model.
   double x_scale = 1.0;
+  // --scale-x auto on several columns when every x-dependent parameter belongs to one column
+  // (pinned kernels, BASE[*]): column c was divided by x_scales[c], its own range/10, and
+  // x_scale is 1. Empty otherwise (every column divided by x_scale).
+  std::vector<double> x_scales;
   std::string x_scale_reason;           // why this factor ("as given", "auto: ...", "given")
   // Things the user should know about the optima: a parameter on a bound or more than 3 prior sd
   // from its prior mean (with the remedy), an optimum reached by a single start.
@@ -212,6 +216,14 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
 // parameter `name`: x_scale for lengthscales (except PER's, which is relative to the period)
 // and periods, 1/x_scale² for LIN variances (k = σ²·x·x'), 1 otherwise.
 double UserUnitsPerModelUnit(std::string_view name, double x_scale);
+// The same when the columns were scaled each by its own factor (`column_scales`, empty = all by
+// x_scale): a parameter of a kernel pinned to column c ("SE[2].lengthscale", "LIN[0]#2.variance")
+// takes column_scales[c]; the others x_scale.
+double UserUnitsPerModelUnit(std::string_view name, double x_scale,
+                             const std::vector<double>& column_scales);
+// The column a parameter's kernel is pinned to, read from its name ("SE[2]#1.lengthscale" -> 2);
+// −1 when unpinned.
+int PinnedColumnOfParameter(std::string_view name);
 
 // A parameter's prior in natural units (the user's units of x): the raw Normal N(m, s) through
 // softplus (plus the 1e-4 floor for the noise), i.e. median softplus(m) and central 95 % interval
@@ -225,9 +237,11 @@ struct PriorSummary {
   double lower95 = 0.0;
   double upper95 = 0.0;
 };
-absl::StatusOr<std::vector<PriorSummary>> DescribePriors(const KernelExpr& kernel,
-                                                         const HyperparameterSettings& settings,
-                                                         double x_scale = 1.0);
+// With `column_scales` (ScaledInputs::column_factors), a pinned kernel's prior is in its own
+// column's units.
+absl::StatusOr<std::vector<PriorSummary>> DescribePriors(
+    const KernelExpr& kernel, const HyperparameterSettings& settings, double x_scale = 1.0,
+    const std::vector<double>& column_scales = {});
 
 // The scales of one input column that lengthscales and periods must be able to reach, and y's
 // strongest period along it (core/data_heuristics.h): what `gpsel priors --data` shows beside
@@ -247,14 +261,24 @@ std::vector<std::string> PeriodsOutOfPriorReach(const std::vector<PriorSummary>&
 
 // What a model is built from under an x scaling: x / factor, and the settings with fixed values
 // converted from the user's units of x into the model's.
+//
+// --scale-x auto on several columns divides each column by its own range/10 (column_factors,
+// factor 1) when `kernel` is given and every parameter of it that has x's units belongs to a
+// kernel pinned to one column (SE[2], LIN[0], the copies of SE[*]): each is then reported in its
+// own column's units. A kernel reading every column with one lengthscale (SE, LIN without a pin)
+// has no such units when the columns are scaled differently, so it, and a call without
+// `kernel`, get one factor for all (the geometric mean of the columns' range/10), which the
+// reason says.
 struct ScaledInputs {
   Eigen::MatrixXd x;
   HyperparameterSettings settings;
   double factor = 1.0;
+  std::vector<double> column_factors;  // per column, or empty (every column by `factor`)
   std::string reason;  // "as given", "given", "auto: ..."
 };
 absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& scaling,
-                                         const HyperparameterSettings& settings);
+                                         const HyperparameterSettings& settings,
+                                         const KernelExpr* kernel = nullptr);
 
 // Scores several kernels on one dataset: smaller kernels first, each one's optima feeding the
 // fits of every larger kernel that contains it (ScoreOptions::nested_parents), so that a kernel's

@@ -29,20 +29,27 @@ int RunPriors(const PriorsFlags& flags) {
   if (!scale_x.ok()) return ReportError(scale_x.status());
 
   std::optional<Dataset> data;
+  std::vector<double> column_factors;  // --scale-x auto, each column by its own (ScaleInputs)
   double factor = scale_x->mode == XScaling::Mode::kFactor ? scale_x->factor : 1.0;
   std::string reason = scale_x->mode == XScaling::Mode::kFactor ? "given" : "as given";
   if (!flags.fit.data_path.empty()) {
     absl::StatusOr<Dataset> loaded = LoadDataFlag(flags.fit);
     if (!loaded.ok()) return ReportError(loaded.status());
-    absl::StatusOr<ScaledInputs> inputs = ScaleInputs(*loaded, *scale_x, *settings);
+    absl::StatusOr<KernelExpr> expanded =
+        ExpandPerColumn(*kernel, static_cast<int>(loaded->x.cols()));
+    if (!expanded.ok()) return ReportError(expanded.status());
+    absl::StatusOr<ScaledInputs> inputs = ScaleInputs(*loaded, *scale_x, *settings, &*expanded);
     if (!inputs.ok()) return ReportError(inputs.status());
     factor = inputs->factor;
+    column_factors = inputs->column_factors;
     reason = inputs->reason;
+    // With the data, BASE[*] is shown as its copies, one prior per column in its own units.
+    kernel = *std::move(expanded);
     data = *std::move(loaded);
   } else if (scale_x->mode == XScaling::Mode::kAuto) {
     return ReportError(absl::InvalidArgumentError("--scale-x auto: needs --data"));
   }
-  absl::StatusOr<std::vector<PriorSummary>> priors = DescribePriors(*kernel, *settings, factor);
+  absl::StatusOr<std::vector<PriorSummary>> priors = DescribePriors(*kernel, *settings, factor, column_factors);
   if (!priors.ok()) return ReportError(priors.status());
 
   // The data's own scales, per input column: what lengthscales and periods should be able to
@@ -63,7 +70,9 @@ int RunPriors(const PriorsFlags& flags) {
     return kExitOk;
   }
   std::cout << absl::StrFormat("Priors of %s in natural units%s\n", ToString(*kernel),
-                               factor == 1.0 ? " (x as given)"
+                               !column_factors.empty()
+                                   ? absl::StrFormat(" (each column's own units; %s)", reason)
+                               : factor == 1.0 ? " (x as given)"
                                              : absl::StrFormat(" (x's units; the model sees x / "
                                                                "%.6g, %s)", factor, reason));
   std::cout << absl::StrFormat("%-24s %-18s %12s %27s\n", "parameter", "raw Normal", "median",

@@ -101,9 +101,15 @@ struct Comparison {
   ScoreOptions options;
 };
 absl::Status CompareKernels(Backend& backend, const Dataset& data,
-                            const std::vector<KernelExpr>& kernels,
+                            const std::vector<KernelExpr>& given_kernels,
                             const ScoreOptions& score_options, ProgressCallback progress,
                             report::ReportInputs* in, Comparison* comparison) {
+  // SE[*] as the scores name it: its copies pinned to the data's columns (core/kernel_expr.h).
+  std::vector<KernelExpr> kernels;
+  for (const KernelExpr& kernel : given_kernels) {
+    GPSEL_ASSIGN_OR_RETURN(KernelExpr expanded, ExpandPerColumn(kernel, data.num_dims()));
+    kernels.push_back(std::move(expanded));
+  }
   std::map<std::string, KernelScore> searched;
   if (in->search) {
     for (const SearchStep& step : in->search->steps) {

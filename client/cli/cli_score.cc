@@ -131,6 +131,13 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
                                  scores[0].x_scale, scores[0].x_scale_reason);
   }
   for (const KernelScore& s : scores) {
+    if (!s.x_scales.empty()) {
+      std::cout << absl::StrFormat("%s: x's columns divided for modelling (%s); values in each "
+                                   "column's units.\n",
+                                   s.kernel, s.x_scale_reason);
+    }
+  }
+  for (const KernelScore& s : scores) {
     if (!s.approx_note.empty()) std::cout << s.kernel << ": " << s.approx_note << "\n";
     if (s.method == "sparse") {
       std::cout << absl::StrFormat(

@@ -190,13 +190,22 @@ void DrawSeries(const Series& s, Palette& palette, double text_scale, const Pane
   plwidth(1.0);
 }
 
-void DrawPanel(const Panel& panel, double top, double bottom, const FigureSpec& figure,
-               Palette& palette, double text_scale) {
-  // Margins in pixels of the page, as fractions of it: room for tick labels and axis titles.
+// The viewport of a panel between `top` and `bottom` (fractions of the page): margins in pixels
+// of the page, as fractions of it, for tick labels and axis titles.
+struct Viewport {
+  double left, right, lower, upper;
+};
+Viewport PanelViewport(const Panel& panel, double top, double bottom, const FigureSpec& figure) {
   const double left = 78.0 / figure.width, right = 1.0 - 22.0 / figure.width;
   const double lower = bottom + 60.0 / figure.height;
   const double upper = top - (panel.title.empty() ? 12.0 : 30.0) / figure.height;
-  plvpor(left, right, std::min(lower, upper - 0.02), upper);
+  return {left, right, std::min(lower, upper - 0.02), upper};
+}
+
+void DrawPanel(const Panel& panel, double top, double bottom, const FigureSpec& figure,
+               Palette& palette, double text_scale) {
+  const Viewport v = PanelViewport(panel, top, bottom, figure);
+  plvpor(v.left, v.right, v.lower, v.upper);
   plwind(panel.x_min, panel.x_max, panel.y_min, panel.y_max);
   plcol0(2);
   plwidth(0.5);
@@ -271,6 +280,29 @@ Rgb SeriesColor(int i) {
                                    kPurple, kSky,       kGrey,  kYellow};
   return kCycle[((i % 8) + 8) % 8];
 }
+
+PlotArea PanelPlotArea(const FigureSpec& figure, size_t index) {
+  double weight_total = 0;
+  for (const Panel& p : figure.panels) weight_total += p.height_weight;
+  double top = 1.0;
+  for (size_t i = 0; i < figure.panels.size() && weight_total > 0; ++i) {
+    const double bottom = top - figure.panels[i].height_weight / weight_total;
+    if (i == index) {
+      const Viewport v = PanelViewport(figure.panels[i], top, std::max(0.0, bottom), figure);
+      return {(v.right - v.left) * figure.width, (v.upper - v.lower) * figure.height};
+    }
+    top = bottom;
+  }
+  return {};
+}
+
+double TextWidthPixels(const std::string& text, double scale) {
+  int code_points = 0;
+  for (unsigned char c : text) code_points += (c & 0xC0) != 0x80;
+  return 11.5 * scale * code_points;
+}
+
+double TextHeightPixels(double scale) { return 17.0 * scale; }
 
 std::string PlotText(const std::string& text) { return absl::StrReplaceAll(text, {{"#", "##"}}); }
 

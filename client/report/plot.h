@@ -90,6 +90,19 @@ struct FigureSpec {
 // span on each side), and a sensible range when all values coincide.
 void FitRanges(Panel& panel, double margin = 0.04);
 
+// The plot area of figure.panels[index] inside its margins, in pixels, as RenderFigure lays it
+// out: what a figure builder needs to keep titles and notes inside it and apart.
+struct PlotArea {
+  double width = 0.0;
+  double height = 0.0;
+};
+PlotArea PanelPlotArea(const FigureSpec& figure, size_t index);
+// Estimated extent in pixels of `text` drawn at `scale` (relative to the text size, as
+// Note::scale): ~11.5 px per character (UTF-8 code point) and 17 px high at scale 1, measured on
+// the report's SVG/PNG output (DejaVu Sans through pango).
+double TextWidthPixels(const std::string& text, double scale);
+double TextHeightPixels(double scale);
+
 // Escapes PLplot's text escape character ('#') in a label.
 std::string PlotText(const std::string& text);
 

@@ -119,6 +119,55 @@ FigureSpec FitFigure(const ReportInputs& in) {
   return fig;
 }
 
+// (a') x with several columns: no curve over x to draw, so each observation against its
+// posterior mean at its own inputs, with ±2 sd of a new observation there (noise included), and
+// the diagonal where they agree. The error bars should cross it for about 95 % of the points.
+FigureSpec ObservedVsPredictedFigure(const ReportInputs& in) {
+  FigureSpec fig;
+  fig.id = "observed_vs_predicted";
+  fig.title = "Observed against predicted ± 2σ";
+  const Prediction& p = in.on_data.prediction;
+  std::vector<double> predicted = ToStd(p.mean), observed = ToStd(in.data.y), low, high;
+  int covered = 0;
+  for (Eigen::Index i = 0; i < p.mean.size(); ++i) {
+    const double sd_y = std::sqrt(std::max(0.0, p.variance(i) + p.noise_variance(i)));
+    low.push_back(predicted[i] - 2 * sd_y);
+    high.push_back(predicted[i] + 2 * sd_y);
+    if (observed[i] >= low.back() && observed[i] <= high.back()) ++covered;
+  }
+  fig.caption = absl::StrFormat(
+      "x has %d columns, so instead of a curve over x: each observed %s (vertical) against the "
+      "posterior mean of %s at that point's inputs (horizontal), with ±2 sd of a new observation "
+      "there, noise included (bars), and the line observed = predicted. %d of %d bars (%.0f %%) "
+      "cross the line; about 95 %% should. The mean is conditioned on every point including "
+      "the one drawn, so this shows fit, not out-of-sample accuracy.",
+      in.data.num_dims(), in.y_label, in.chosen.kernel, covered, static_cast<int>(observed.size()),
+      observed.empty() ? 0.0 : 100.0 * covered / observed.size());
+  Panel panel;
+  panel.title = in.y_label;  // the axis titles stay short enough for the panel's height
+  panel.x_label = "predicted (posterior mean)";
+  panel.y_label = "observed";
+  Series bars;
+  bars.kind = Series::Kind::kErrorBars;
+  bars.label = "±2σ of a new observation";
+  bars.color = kSky;
+  bars.width = 1.0;
+  bars.x = predicted;
+  bars.y = predicted;
+  bars.y_low = low;
+  bars.y_high = high;
+  panel.series.push_back(bars);
+  panel.series.push_back(Points("data", kBlack, predicted, observed, "•", 0.55));
+  FitRanges(panel, 0.03);
+  const double lo = std::min(panel.x_min, panel.y_min), hi = std::max(panel.x_max, panel.y_max);
+  Series diagonal = Line("observed = predicted", kVermilion, {lo, hi}, {lo, hi}, 1.4);
+  panel.series.push_back(diagonal);
+  FitRanges(panel, 0.03);
+  panel.y_max += 0.18 * (panel.y_max - panel.y_min);  // headroom for the legend
+  fig.panels.push_back(std::move(panel));
+  return fig;
+}
+
 // (b) one panel per summand: its posterior mean ± 2σ, as ABCD decomposes a series.
 FigureSpec ComponentsFigure(const ReportInputs& in, const KernelDescription& words) {
   FigureSpec fig;
@@ -453,6 +502,48 @@ absl::StatusOr<FigureSpec> LaplaceFigure(const ReportInputs& in) {
   return fig;
 }
 
+// Moves the notes of fig.panels[index] up or down, each by as little as it takes, so that none
+// crosses a horizontal line at `levels` (data units) and no two overlap (issue 27: eigenvalue
+// labels written over the Laplace floors and over each other). Sizes from PanelPlotArea and
+// TextWidthPixels; a note that finds no free place within ±8 text heights stays at its point.
+void SeparateNotesFromLevels(FigureSpec& fig, size_t index, const std::vector<double>& levels) {
+  Panel& panel = fig.panels[index];
+  const PlotArea area = PanelPlotArea(fig, index);
+  if (!(area.width > 0 && area.height > 0)) return;
+  const double y_per_px = (panel.y_max - panel.y_min) / area.height;
+  const double x_per_px = (panel.x_max - panel.x_min) / area.width;
+  struct Box {
+    double x0, x1, y;
+  };
+  std::vector<Box> placed;
+  for (Note& note : panel.notes) {
+    const double half = 0.5 * TextHeightPixels(note.scale) * y_per_px;
+    const double gap = 2.0 * y_per_px;  // pixels left between a note and a line or note
+    const double x0 = note.x;
+    const double x1 = note.x + TextWidthPixels(note.text, note.scale) * x_per_px;
+    auto free = [&](double y) {
+      if (y - half < panel.y_min || y + half > panel.y_max) return false;
+      for (double level : levels) {
+        if (std::abs(y - level) < half + gap) return false;
+      }
+      for (const Box& b : placed) {
+        if (x0 < b.x1 && b.x0 < x1 && std::abs(y - b.y) < 2 * half + gap) return false;
+      }
+      return true;
+    };
+    const double step = 0.25 * half;
+    for (int k = 0; k <= 64; ++k) {
+      // 0, +1, −1, +2, −2, ... steps of a quarter of half a text height.
+      const double y = note.y + (k % 2 == 1 ? 1 : -1) * ((k + 1) / 2) * step;
+      if (free(y)) {
+        note.y = y;
+        break;
+      }
+    }
+    placed.push_back({x0, x1, note.y});
+  }
+}
+
 // (f) residuals y − mean at the data, and the Hessian's eigenvalues against the Laplace floors.
 FigureSpec ResidualsFigure(const ReportInputs& in) {
   FigureSpec fig;
@@ -474,7 +565,10 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
   }
   Panel top;
   top.x_label = one_d ? in.x_label : "data row";
-  top.y_label = absl::StrCat("residual of ", in.y_label);
+  // The axis title runs along the panel's height: "residual of flow (10^8 m^3)" did not fit
+  // (issue 27), so y's name goes to the panel's title, which has the figure's width.
+  top.y_label = "residual";
+  top.title = absl::StrCat("residuals: ", in.y_label, " − posterior mean at the data");
   top.series.push_back(Points("residual", kBlue, x, r, "•", 0.55));
   const double noise_sd = p.noise_variance.size() > 0 ? std::sqrt(p.noise_variance(0)) : 0.0;
   const double x_lo = *std::min_element(x.begin(), x.end());
@@ -491,7 +585,7 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
 
   Panel bottom;
   bottom.x_label = "eigen-direction (ascending λ)";
-  bottom.y_label = "λ of −∇²(log lik + log prior)";
+  bottom.y_label = "λ of −∇² log posterior";
   bottom.log_y = true;
   if (in.chosen.laplace.has_value() && in.chosen.laplace->eigenvalues.size() > 0) {
     const LaplaceDiagnostics& lap = *in.chosen.laplace;
@@ -523,6 +617,8 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
     bottom.series.push_back(Points("eigenvalue", kBlack, ex, ey, "•", 1.4));
     // Label each eigenvalue under the highest floor with the parameters it loads on.
     const double highest = LaplaceEigenvalueFloor(floors.back().second);
+    std::vector<double> levels;
+    for (const auto& floor : floors) levels.push_back(std::log10(LaplaceEigenvalueFloor(floor.second)));
     for (int i = 0; i < u; ++i) {
       if (lap.eigenvalues(i) >= highest) continue;
       std::vector<std::pair<double, std::string>> loads;
@@ -551,6 +647,9 @@ FigureSpec ResidualsFigure(const ReportInputs& in) {
     bottom.x_tick = u > 12 ? 0 : 1;
     bottom.y_max += 0.3 * (bottom.y_max - bottom.y_min);
     bottom.legend_right = true;
+    fig.panels.push_back(std::move(bottom));
+    SeparateNotesFromLevels(fig, fig.panels.size() - 1, levels);
+    return fig;
   } else {
     bottom.title = "no Laplace Hessian (the metric needs no MAP fit)";
   }
@@ -827,8 +926,12 @@ absl::StatusOr<std::vector<FigureSpec>> BuildFigures(const ReportInputs& in,
     } else {
       omitted->push_back("components: the kernel is not a sum");
     }
+  } else if (in.data.num_dims() > 1) {
+    figures.push_back(ObservedVsPredictedFigure(in));
+    omitted->push_back("fit and components: x has several columns (observed against predicted "
+                       "instead)");
   } else {
-    omitted->push_back("fit and components: x has several columns");
+    omitted->push_back("fit and components: no prediction grid");
   }
   if (in.search.has_value() && !in.search->steps.empty()) {
     figures.push_back(SearchFigure(in));

@@ -18,12 +18,16 @@ absl::StatusOr<PreparedModel> PrepareModel(const Dataset& data, const KernelExpr
   GPSEL_RETURN_IF_ERROR(ValidateDataset(data, limits));
   absl::StatusOr<Standardization> standardization = ComputeStandardization(data.y, standardize);
   if (!standardization.ok()) return standardization.status();
-  absl::StatusOr<ScaledInputs> inputs = ScaleInputs(data, scale_x, settings);
+  // BASE[*] (core/kernel_expr.h) is modelled as its copies pinned to the data's columns.
+  GPSEL_ASSIGN_OR_RETURN(const KernelExpr expanded,
+                         ExpandPerColumn(kernel, static_cast<int>(data.x.cols())));
+  absl::StatusOr<ScaledInputs> inputs = ScaleInputs(data, scale_x, settings, &expanded);
   if (!inputs.ok()) return inputs.status();
   absl::StatusOr<GpModel> model = GpModel::Create(
-      kernel, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
+      expanded, inputs->x, ApplyStandardization(*standardization, data.y), inputs->settings);
   if (!model.ok()) return model.status();
-  return PreparedModel{*std::move(standardization), inputs->factor, std::move(inputs->reason),
+  return PreparedModel{*std::move(standardization), inputs->factor,
+                       std::move(inputs->column_factors), std::move(inputs->reason),
                        *std::move(model)};
 }
 

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpsel/core/dataset.h"
@@ -24,6 +25,7 @@ namespace gpsel {
 struct PreparedModel {
   Standardization standardization;  // of y (applied or not)
   double x_factor = 1.0;            // model x = user x / x_factor (ScaleInputs)
+  std::vector<double> x_factors;    // or column c / x_factors[c] when not empty (ScaleInputs)
   std::string x_scale_reason;       // "as given", "given", "auto: ..."
   GpModel model;                    // on the scaled x and standardised y
 };

@@ -504,6 +504,7 @@ void ToProto(const KernelScore& score, v1::KernelScore* proto) {
   }
 
   for (const std::string& name : score.prior_dominated) proto->add_prior_dominated(name);
+  for (double scale : score.x_scales) proto->add_x_scales(scale);
 }
 
 KernelScore FromProto(const v1::KernelScore& proto) {
@@ -565,6 +566,15 @@ KernelScore FromProto(const v1::KernelScore& proto) {
   }
 
   score.prior_dominated.assign(proto.prior_dominated().begin(), proto.prior_dominated().end());
+  for (double scale : proto.x_scales()) {
+    // A nested parent's raw values are recovered through these (ModelRawValues): only positive
+    // finite factors are kept, else none (every column by x_scale).
+    if (!(std::isfinite(scale) && scale > 0)) {
+      score.x_scales.clear();
+      break;
+    }
+    score.x_scales.push_back(scale);
+  }
   return score;
 }
 

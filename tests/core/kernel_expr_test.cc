@@ -452,11 +452,11 @@ TEST(KernelExprErrorTest, MessagesAndPositions) {
   EXPECT_EQ(ErrorOf("SE[]"), "kernel expression: empty brackets at position 2");
   EXPECT_EQ(ErrorOf("SE [ ]"), "kernel expression: empty brackets at position 3");
   EXPECT_EQ(ErrorOf("SE[-1]"),
-            "kernel expression: expected a non-negative integer dimension at position 3");
+            "kernel expression: expected a non-negative integer dimension or '*' at position 3");
   EXPECT_EQ(ErrorOf("SE[x]"),
-            "kernel expression: expected a non-negative integer dimension at position 3");
+            "kernel expression: expected a non-negative integer dimension or '*' at position 3");
   EXPECT_EQ(ErrorOf("SE["),
-            "kernel expression: expected a non-negative integer dimension at position 3");
+            "kernel expression: expected a non-negative integer dimension or '*' at position 3");
   EXPECT_EQ(ErrorOf("SE[1001]"),
             "kernel expression: dimension too large (limit 1000) at position 3");
   EXPECT_EQ(ErrorOf("SE[99999999999999999999999999]"),

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/client/cli/json_keys.h"
 #include "tests/client/cli/run_gpsel.h"
@@ -750,6 +751,44 @@ TEST(CliReportTest, BadFlagsExitWithCodeTwoAndAMessage) {
     EXPECT_EQ(run.exit_code, 2) << run.err;
     EXPECT_THAT(run.err, testing::HasSubstr(c.message));
   }
+}
+
+// Several input columns in raw units (issue 27): `C*SE[*]` under --scale-x auto is scored as one
+// SE per column, each column divided by its own range/10 (JSON x_scales), and the report on it
+// draws observed against predicted (on main `SE[*]` was a parse error, and the report then found
+// no kernel under its given name).
+TEST(CliReportTest, SeveralColumnsInRawUnitsScoreAndReportWithTheShorthand) {
+  std::ifstream in(std::string(GPSEL_DATA_DIR) + "/diabetes.csv");
+  std::string line, csv;
+  for (int row = 0; row <= 60 && std::getline(in, line); ++row) {
+    // age, bmi, bp and y of the first 60 patients.
+    std::vector<std::string> cells;
+    std::stringstream fields(line);
+    for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), 11u) << line;
+    csv += cells[0] + "," + cells[2] + "," + cells[3] + "," + cells[10] + "\n";
+  }
+  const std::string data = WriteTemp("diabetes60_" + std::to_string(getpid()) + ".csv", csv);
+  CliRun score = RunGpsel("score --data " + data +
+                          " --kernel 'C*SE[*]' --scale-x auto --metrics lap0 --restarts 2"
+                          " --threads 1 --json");
+  ASSERT_EQ(score.exit_code, 0) << score.err;
+  nlohmann::json j = nlohmann::json::parse(score.out);
+  const auto& s = j["scores"][0];
+  EXPECT_EQ(s["kernel"], "C*SE[0]*SE[1]*SE[2]");
+  ASSERT_EQ(s["x_scales"].size(), 3u);
+  EXPECT_DOUBLE_EQ(s["x_scales"][1].get<double>(), (38.0 - 18.6) / 10.0);  // BMI's range/10
+  EXPECT_TRUE(s["map_fit"]["values"].contains("SE[2].lengthscale"));
+
+  const std::string out = testing::TempDir() + "/report_columns_" + std::to_string(getpid());
+  CliRun report = RunGpsel("report --data " + data +
+                           " --kernel 'C*SE[*]' --scale-x auto --restarts 2 --threads 1 --out " + out);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.out, testing::HasSubstr("chosen kernel C*SE[0]*SE[1]*SE[2]"));
+  EXPECT_TRUE(std::ifstream(out + "/observed_vs_predicted.svg").good());
+  std::ifstream html(out + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, testing::HasSubstr("Observed against predicted"));
 }
 
 }  // namespace

@@ -469,5 +469,132 @@ TEST_F(ReportOnNileTest, InconsistentInputsAreNamed) {
   EXPECT_THAT(std::string(WriteReport(*inputs_, options).status().message()), HasSubstr("out_dir"));
 }
 
+// ---- Several input columns, and the residual figure's layout (issue 27) ----------------------
+
+// The diabetes regression (data/diabetes.csv, raw units), 60 patients, age, BMI and blood
+// pressure, under C*SE[*]: the report draws each observation against its prediction with ±2σ.
+ReportInputs DiabetesInputs() {
+  absl::StatusOr<Dataset> all = LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/diabetes.csv");
+  EXPECT_TRUE(all.ok()) << all.status();
+  ReportInputs in;
+  if (!all.ok()) return in;
+  in.data.x.resize(60, 3);
+  const int columns[3] = {0, 2, 3};
+  for (int c = 0; c < 3; ++c) in.data.x.col(c) = all->x.col(columns[c]).head(60);
+  in.data.y = all->y.head(60);
+  in.title = "diabetes.csv";
+  in.x_label = "x";
+  in.y_label = "disease progression one year after baseline";
+  in.metric = "lap0";
+  ScoreOptions score;
+  score.fit.restarts = 2;
+  score.metrics = {Metric::kLap0};
+  score.scale_x.mode = XScaling::Mode::kAuto;
+  absl::StatusOr<KernelScore> chosen = ScoreKernel(in.data, Kernel("C*SE[*]"), score);
+  EXPECT_TRUE(chosen.ok()) << chosen.status();
+  if (!chosen.ok()) return in;
+  in.chosen = *chosen;
+  in.scores = {*chosen};
+  PredictOptions predict;
+  predict.hyperparameters = chosen->map_fit->values;
+  absl::StatusOr<PredictResult> at = FitAndPredict(in.data, Kernel("C*SE[*]"), in.data.x, predict);
+  EXPECT_TRUE(at.ok()) << at.status();
+  if (at.ok()) in.on_data = *at;
+  return in;
+}
+
+TEST(ReportSeveralColumnsTest, DrawsObservedAgainstPredictedWithTwoSigmaBars) {
+  ReportInputs in = DiabetesInputs();
+  ASSERT_EQ(in.on_data.prediction.mean.size(), 60);
+  std::vector<std::string> omitted;
+  absl::StatusOr<std::vector<FigureSpec>> figures = BuildFigures(in, &omitted);
+  ASSERT_TRUE(figures.ok()) << figures.status();
+  const FigureSpec* scatter = nullptr;
+  for (const FigureSpec& f : *figures) {
+    if (f.id == "observed_vs_predicted") scatter = &f;
+  }
+  ASSERT_NE(scatter, nullptr);
+  const Panel& panel = scatter->panels.at(0);
+  const Prediction& p = in.on_data.prediction;
+  int bars = 0, points = 0, diagonals = 0;
+  for (const Series& s : panel.series) {
+    if (s.kind == Series::Kind::kErrorBars) {
+      ++bars;
+      ASSERT_EQ(s.x.size(), 60u);
+      for (int i = 0; i < 60; ++i) {
+        const double sd = std::sqrt(p.variance(i) + p.noise_variance(i));
+        EXPECT_DOUBLE_EQ(s.x[i], p.mean(i));
+        EXPECT_NEAR(s.y_high[i] - s.y_low[i], 4 * sd, 1e-9 * sd);
+      }
+    }
+    if (s.kind == Series::Kind::kPoints) {
+      ++points;
+      ASSERT_EQ(s.y.size(), 60u);
+      for (int i = 0; i < 60; ++i) EXPECT_EQ(s.y[i], in.data.y(i));
+    }
+    if (s.kind == Series::Kind::kLine) {
+      ++diagonals;
+      EXPECT_EQ(s.x, s.y);  // observed = predicted
+    }
+  }
+  EXPECT_EQ(bars, 1);
+  EXPECT_EQ(points, 1);
+  EXPECT_EQ(diagonals, 1);
+  EXPECT_THAT(scatter->caption, HasSubstr("of 60 bars"));
+}
+
+// Every axis title fits along its axis (the residuals' "residual of <y>" ran past the panel), and
+// the eigenvalue labels keep clear of the Laplace floors and of each other, also when the
+// eigenvalues sit right on the floors.
+TEST(ReportSeveralColumnsTest, AxisTitlesFitAndEigenvalueLabelsKeepClearOfTheFloors) {
+  ReportInputs in = DiabetesInputs();
+  ASSERT_TRUE(in.chosen.laplace.has_value());
+  LaplaceDiagnostics& lap = *in.chosen.laplace;
+  const int u = static_cast<int>(lap.eigenvalues.size());
+  ASSERT_EQ(u, 5);
+  const double n = in.chosen.num_points;
+  // λ on (or within a hair of) the Lap0, LapAIC and LapBIC floors and between them.
+  const double on_floors[5] = {2 * M_PI * 0.98, 2 * M_PI * 1.03, 2 * M_PI * std::exp(2.0) * 1.01,
+                               2 * M_PI * std::exp(2.0) * 1.2, 2 * M_PI * n * n * 0.99};
+  for (int i = 0; i < u; ++i) lap.eigenvalues(i) = on_floors[i];
+  lap.eigenvectors = Eigen::MatrixXd::Identity(u, u) * 0.8 + Eigen::MatrixXd::Constant(u, u, 0.35);
+  std::vector<std::string> omitted;
+  absl::StatusOr<std::vector<FigureSpec>> figures = BuildFigures(in, &omitted);
+  ASSERT_TRUE(figures.ok()) << figures.status();
+  for (const FigureSpec& f : *figures) {
+    for (size_t k = 0; k < f.panels.size(); ++k) {
+      const PlotArea area = PanelPlotArea(f, k);
+      EXPECT_LE(TextWidthPixels(f.panels[k].y_label, 0.95), area.height)
+          << f.id << " panel " << k << ": " << f.panels[k].y_label;
+      EXPECT_LE(TextWidthPixels(f.panels[k].x_label, 0.95), area.width) << f.id;
+    }
+  }
+  const FigureSpec& residuals = figures->back();
+  ASSERT_EQ(residuals.id, "residuals");
+  const Panel& bottom = residuals.panels.at(1);
+  ASSERT_EQ(bottom.notes.size(), 5u);  // every λ is under the LapBIC floor
+  const double y_per_px = (bottom.y_max - bottom.y_min) / PanelPlotArea(residuals, 1).height;
+  std::vector<double> floors;
+  for (const Series& s : bottom.series) {
+    if (s.kind == Series::Kind::kLine && s.dashed) floors.push_back(s.y[0]);
+  }
+  ASSERT_EQ(floors.size(), 3u);
+  for (size_t a = 0; a < bottom.notes.size(); ++a) {
+    const Note& note = bottom.notes[a];
+    const double half = 0.5 * TextHeightPixels(note.scale) * y_per_px;
+    for (double level : floors) {
+      EXPECT_GE(std::abs(note.y - level), half) << note.text << " crosses a floor";
+    }
+    for (size_t b = 0; b < a; ++b) {
+      const Note& other = bottom.notes[b];
+      const double x_per_px = (bottom.x_max - bottom.x_min) / PanelPlotArea(residuals, 1).width;
+      const bool side_by_side =
+          note.x < other.x + TextWidthPixels(other.text, other.scale) * x_per_px &&
+          other.x < note.x + TextWidthPixels(note.text, note.scale) * x_per_px;
+      if (side_by_side) EXPECT_GE(std::abs(note.y - other.y), 2 * half) << note.text;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpsel::report
