@@ -10,16 +10,19 @@
 #          120 s per kernel, and no new cell after 20 minutes (the page counts the cells run):
 #          at most about half an hour on 2 cores.
 # --full   the paper's grid: N in {5, 10, 20, 30, 40, 50, 100, 200}, 10 datasets per kernel and N
-#          (40 per row), log Z of every chosen kernel, Mauna Loa log Z capped at 3 h per kernel.
+#          (40 per row), log Z of every chosen kernel, Mauna Loa: importance stage capped at
+#          15 min, the nested fallback at 3 h per kernel.
 # --tiny   the ctest's grid (N in {5, 10}, 1 dataset per kernel, no log Z): structure only.
 # Table 4's log Z is importance sampling where its diagnostics pass (k1, k1+2), else nested
-# sampling (k1+2+3, k1+2+3+4: Pareto k > 0.7), whose automatic 100 + 25u live points take many
-# hours per kernel at n = 521 (slice sampling, ~12u likelihood calls of ~10 ms per new point).
-# --mauna-live N sets that fallback's live points (error about sqrt(H / N), H ~ 70-80 nats here;
-# the value is written to table4.json and the page): quick 14 (about ±2.3 nats, ~25 min for
-# k1+2+3 and ~35 min for k1+2+3+4 on one core, so quick's 120 s cap leaves them partial unless
-# --mauna-nested-seconds allows it or an earlier table4.json is resumed), full 50 (about ±1.2,
-# ~1.5 and ~2 h). --mauna-nested-seconds caps it (a capped run is marked partial). --no-mauna
+# sampling (k1+2+3, k1+2+3+4), whose automatic 100 + 25u live points take many hours per kernel
+# at n = 521 (slice sampling, ~106 likelihood calls of ~10 ms CPU per new point for k1+2+3).
+# --mauna-live N sets that fallback's live points (default 50 in both modes; written to
+# table4.json and the page). Its error is about sqrt(H / N), H = 44 nats for k1+2+3: ±0.94 at 50,
+# ~54 N iterations, ~47 CPU-minutes for k1+2+3 at 50 (measured at 14: 755 iterations, 80,157
+# calls, ~13 CPU-minutes, and 4 nats below importance sampling's estimate: too few live points
+# lose posterior mass that sqrt(H / N) does not cover). --mauna-nested-seconds caps it (wall
+# seconds; a capped run is marked partial): quick 120 (so quick's k1+2+3 and k1+2+3+4 stay
+# partial unless an earlier DIR/table4.json is resumed), full 10800. --no-mauna
 # skips the Mauna Loa phase (e.g. when DIR/table4.json was computed separately).
 # Deterministic (fixed seeds; results do not depend on --threads). Resumable: finished cells
 # (DIR/cells/*.json), table4.json and figure2.json are kept and skipped; delete them to redo.
@@ -62,11 +65,11 @@ mkdir -p "$out"
 case "$mode" in
   quick) grid=(--sizes 5,10,20,30,40,50,100,200 --datasets 3 --evidence-max-n 50
                --evidence-seconds 20 --budget-seconds 1200)
-         mauna=(--mauna-evidence-seconds 120 --mauna-live "${mauna_live:-14}"
+         mauna=(--mauna-evidence-seconds 120 --mauna-live "${mauna_live:-50}"
                 --mauna-nested-seconds "${mauna_nested_seconds:-120}") ;;
   full)  grid=(--sizes 5,10,20,30,40,50,100,200 --datasets 10 --evidence-max-n 200
                --evidence-seconds 1800)
-         mauna=(--mauna-evidence-seconds 1800 --mauna-live "${mauna_live:-50}"
+         mauna=(--mauna-evidence-seconds 900 --mauna-live "${mauna_live:-50}"
                 --mauna-nested-seconds "${mauna_nested_seconds:-10800}") ;;
   tiny)  grid=(--sizes 5,10 --datasets 1 --evidence-max-n 0)
          mauna=() ;;
