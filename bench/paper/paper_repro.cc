@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -81,7 +82,12 @@ struct Config {
   bool evidence = true;         // Table 2: log Z of the chosen kernels
   int evidence_max_n = 200;     // ... for N up to this
   double evidence_seconds = 60; // cap of one log Z (a capped run is partial and left out)
-  double mauna_evidence_seconds = 300;
+  double mauna_evidence_seconds = 300;  // cap of Mauna Loa's importance stage (and nested's if 0 below)
+  // Live points of Mauna Loa's nested-sampling fallback (0 = nested sampling's automatic 100 + 25u:
+  // hours per kernel at n = 521). Its error is about sqrt(H / live points), H = 44 nats for k1+2+3.
+  int mauna_live = 0;
+  double mauna_nested_seconds = 0;  // cap of that fallback (0: mauna_evidence_seconds)
+  std::vector<std::string> mauna_kernels;  // Table 4 columns to compute (empty: all four)
   std::string mode = "custom";  // quick | full | custom: written on the page
   double budget_seconds = 0;    // no new cell after this (0 = none)
 };
@@ -323,12 +329,18 @@ int RunMauna(const Config& config) {
     return 1;
   }
   for (const MaunaLoaColumn& column : MaunaLoaColumns()) {
+    if (!config.mauna_kernels.empty() &&
+        std::find(config.mauna_kernels.begin(), config.mauna_kernels.end(), column.name) ==
+            config.mauna_kernels.end()) {
+      continue;
+    }
     if (table.contains(column.name)) {
       std::cerr << "paper_repro mauna: " << column.name << " done before (resumed)\n";
       continue;
     }
     json entry;
     entry["expression"] = column.kernel;
+    const std::clock_t cpu_start = std::clock();  // one thread: this process's CPU is the kernel's
     ScoreOptions options;
     options.fit.restarts = config.restarts;
     options.fit.seed = config.seed;
@@ -350,7 +362,9 @@ int RunMauna(const Config& config) {
     evidence.importance.threads = config.threads;
     evidence.sampling.threads = config.threads;
     evidence.importance.max_seconds = config.mauna_evidence_seconds;
-    evidence.sampling.max_seconds = config.mauna_evidence_seconds;
+    evidence.sampling.max_seconds = config.mauna_nested_seconds > 0 ? config.mauna_nested_seconds
+                                                                    : config.mauna_evidence_seconds;
+    evidence.sampling.num_live = config.mauna_live;
     const auto te = Clock::now();
     absl::StatusOr<EvidenceResult> e = ComputeEvidence(*data, *ParseKernel(column.kernel), evidence);
     entry["evidence_seconds"] = SecondsSince(te);
@@ -361,9 +375,35 @@ int RunMauna(const Config& config) {
       entry["evidence_method_reason"] = e->method_reason;
       entry["evidence_partial"] = e->partial;
       if (e->partial) entry["evidence_partial_reason"] = e->partial_reason;
+      entry["evidence_likelihood_calls"] = e->likelihood_calls;
+      if (e->importance.has_value()) {
+        const ImportanceSamplingResult& is = *e->importance;
+        entry["importance"] = {{"log_evidence", is.log_evidence},
+                               {"log_evidence_error", is.log_evidence_error},
+                               {"pareto_k", is.pareto_k},
+                               {"effective_sample_size", is.effective_sample_size},
+                               {"samples", is.num_samples},
+                               {"reliable", is.reliable},
+                               {"partial", is.partial},
+                               {"seconds", is.seconds}};
+      }
+      if (e->sampling.has_value()) {
+        const NestedSamplingResult& ns = *e->sampling;
+        entry["nested"] = {{"live_points", ns.num_live},
+                           {"estimator", ns.log_evidence_estimator},
+                           {"log_evidence_nested", ns.log_evidence_nested},
+                           {"log_evidence_nested_error", ns.log_evidence_nested_error},
+                           {"log_evidence_error_bootstrap", ns.log_evidence_error_bootstrap},
+                           {"information", ns.information},
+                           {"iterations", ns.iterations},
+                           {"likelihood_calls", ns.likelihood_calls},
+                           {"partial", ns.partial},
+                           {"seconds", ns.seconds}};
+      }
     } else {
       entry["evidence_error"] = std::string(e.status().message());
     }
+    entry["cpu_seconds"] = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     std::cerr << "mauna " << column.name << ": " << entry.dump() << "\n";
     table[column.name] = entry;
     if (!WriteJsonAtomically(path, table).ok()) return 1;
@@ -735,7 +775,10 @@ int Aggregate(const Config& config) {
       "n = 521), y standardised; the paper fitted another version of the series on its own "
       "scale, so absolute values differ by the log-Jacobian of the scale (hundreds of nats); "
       "compare the orderings and the gaps between kernels. The paper's AIC/BIC rows are "
-      "−½·AIC and −½·BIC, which are gpsel's aic and bic.</li></ul>\n");
+      "−½·AIC and −½·BIC, which are gpsel's aic and bic. log Z: importance sampling where its "
+      "diagnostics pass, else nested sampling with the live points shown in the cell (run.sh "
+      "<code>--mauna-live</code>), whose error is about √(H / live points); the paper's "
+      "dynesty errors were ±3.4–5.2 nats.</li></ul>\n");
   absl::StrAppend(&html, "<h2>Table 1: recognition (%)</h2>",
                   HtmlTable("Share of CKS runs that chose the generating kernel", table1, json(),
                             PaperTable1(), rows_avg, metric_names, "%.1f"));
@@ -797,8 +840,13 @@ int Aggregate(const Config& config) {
         const json e = table4.contains(c.name) ? table4[c.name] : json::object();
         std::string cell = Fmt(At(table4, c.name, row));
         if (row == std::string("log_evidence") && e.contains("log_evidence")) {
-          absl::StrAppend(&cell, " ± ", Fmt(e["log_evidence_error"], "%.3f"), " <small>(",
-                          e.value("evidence_method", std::string()),
+          std::string how = e.value("evidence_method", std::string());
+          if (how == "nested" && e.contains("nested")) {
+            // The live-point count sets the error (about sqrt(H / n_live)): say which was used.
+            absl::StrAppend(&how, ", ", e["nested"].value("live_points", 0), " live points, H = ",
+                            Fmt(e["nested"].value("information", 0.0), "%.0f"), " nats");
+          }
+          absl::StrAppend(&cell, " ± ", Fmt(e["log_evidence_error"], "%.3f"), " <small>(", how,
                           e.value("evidence_partial", false) ? ", partial: time cap" : "",
                           ")</small>");
         }
@@ -953,11 +1001,22 @@ int Main(int argc, char** argv) {
   app.add_option("--evidence-max-n", config.evidence_max_n, "log Z of chosen kernels up to N "
                  "(0: no Table 2)")->capture_default_str();
   app.add_option("--evidence-seconds", config.evidence_seconds)->capture_default_str();
-  app.add_option("--mauna-evidence-seconds", config.mauna_evidence_seconds)->capture_default_str();
+  app.add_option("--mauna-evidence-seconds", config.mauna_evidence_seconds,
+                 "cap of Mauna Loa's importance stage (and of the nested fallback unless "
+                 "--mauna-nested-seconds)")->capture_default_str();
+  app.add_option("--mauna-live", config.mauna_live,
+                 "live points of Mauna Loa's nested-sampling fallback (0: automatic 100 + 25u)")
+      ->capture_default_str();
+  app.add_option("--mauna-nested-seconds", config.mauna_nested_seconds,
+                 "cap of that fallback (0: --mauna-evidence-seconds)")->capture_default_str();
+  std::string mauna_kernels;
+  app.add_option("--mauna-kernels", mauna_kernels, "Table 4 columns to compute, e.g. "
+                 "k1+2+3,k1+2+3+4 (default: all)");
   app.add_option("--mode", config.mode, "quick | full | custom (shown on the page)");
   app.add_option("--budget-seconds", config.budget_seconds, "no new cell after this (0: none)");
   CLI11_PARSE(app, argc, argv);
   config.sizes = ParseSizes(sizes);
+  if (!mauna_kernels.empty()) config.mauna_kernels = absl::StrSplit(mauna_kernels, ',');
   config.evidence = config.evidence_max_n > 0;
   if (phase == "selftest") return SelfTest();
   if (phase == "cells") return RunCells(config);
