@@ -821,7 +821,7 @@ class FitRun {
       result.objective_hessian = std::move(at_optimum.hessian);
       result.objective_hessian_jitter = at_optimum.jitter;
     }
-    GPSEL_RETURN_IF_ERROR(SetValuesAt(result.raw, result));
+    GPSEL_RETURN_IF_ERROR(SetValuesAt(result.raw, result, progress));
     // Counted against the best end point before the polish (the polish of the winner alone must
     // not uncount the starts that ended in its basin), as the extra draws count them.
     for (int start = 0; start < result.starts; ++start) {
@@ -835,9 +835,10 @@ class FitRun {
   }
 
   // Fills the values of `result` at `raw`: log likelihood, log prior, objective and the natural
-  // values.
-  absl::Status SetValuesAt(const Eigen::VectorXd& raw, FitResult& result) const {
-    absl::StatusOr<double> log_likelihood = model_.LogLikelihood(raw);
+  // values. `poll` is asked between the evaluation's blocks (a cancelled fit stops inside it).
+  absl::Status SetValuesAt(const Eigen::VectorXd& raw, FitResult& result,
+                           const ProgressCallback& poll = {}) const {
+    absl::StatusOr<double> log_likelihood = model_.LogLikelihood(raw, nullptr, poll);
     if (!log_likelihood.ok()) return log_likelihood.status();
     result.raw = raw;
     result.log_likelihood = *log_likelihood;
