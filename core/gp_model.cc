@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -196,17 +197,26 @@ absl::Status GpModel::Factorize(const Eigen::VectorXd& free_raw, bool with_deriv
     k.diagonal().array() += noise_variance;
     factorized = out->cholesky.Compute(std::move(k), poll);
   } else {
+    // The fill polls too (after each column of tiles): at n = 10⁴ it takes seconds for a
+    // composite kernel, and a cancelled request must not wait for it. A stopped fill marks its
+    // half-made matrix non-finite, so that ComputeFromLower refuses it before factorising, and
+    // its status is returned.
+    absl::Status fill_status;
     factorized = out->cholesky.ComputeFromLower(n, [&](Eigen::MatrixXd* k) {
       k->resize(n, n);
-      // Never stops: filling is O(n²), the factorisation after it polls.
-      ForEachLowerTile(*evaluator_, x_, out->full_raw, /*with_gradient=*/false,
-                       [&](int row0, int rows, int col0, int cols,
-                           const internal::KernelEvaluator::NodeValue& root) {
-                         k->block(row0, col0, rows, cols) = root.k;
-                       })
-          .IgnoreError();
-      k->diagonal().array() += noise_variance;
+      fill_status = ForEachLowerTile(*evaluator_, x_, out->full_raw, /*with_gradient=*/false,
+                                     [&](int row0, int rows, int col0, int cols,
+                                         const internal::KernelEvaluator::NodeValue& root) {
+                                       k->block(row0, col0, rows, cols) = root.k;
+                                     },
+                                     poll);
+      if (fill_status.ok()) {
+        k->diagonal().array() += noise_variance;
+      } else {
+        k->diagonal().setConstant(std::numeric_limits<double>::quiet_NaN());
+      }
     }, poll);
+    if (!fill_status.ok()) return fill_status;
   }
   if (!factorized.ok()) return factorized;
   out->alpha = out->cholesky.Solve(y_);

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/evidence.h"
+#include "gpsel/core/gp_model.h"
 #include "gpsel/core/importance_sampling.h"
 #include "gpsel/core/instrumentation.h"
 #include "gpsel/core/kernel_expr.h"
@@ -80,6 +81,33 @@ TEST(PredictCancellationTest, StopsInsideTheFactorisation) {
   EXPECT_THAT(p, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(stop.polls, 3);
   EXPECT_EQ(stop.reports, 0) << "the prediction's blocks ran after the stop";
+  EXPECT_EQ(stop.calls_after_stop, 0);
+}
+
+// A likelihood evaluation polls while it fills K(X, X) too (core/gp_model.cc Factorize, after
+// each column of 64-point tiles), not only in the factorisation after it: at n = 2,048 that is 32
+// polls of the fill plus the factorisation's 8 blocks, and a stop at the 3rd poll ends the
+// evaluation inside the fill. (Before, the fill did not poll: at n = 10⁴ it alone took seconds
+// of a cancelled evidence run's worker.)
+TEST(LikelihoodCancellationTest, TheFillOfTheKernelMatrixPolls) {
+  const Dataset data = SfTemps(2048);
+  absl::StatusOr<GpModel> model = GpModel::Create(*ParseKernel("C*SE"), data.x, data.y);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Eigen::VectorXd raw = Eigen::VectorXd::Zero(model->num_free());
+  int polls = 0;
+  const ProgressCallback count = [&](const Progress& p) {
+    if (p.poll_only) ++polls;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<double> quiet = model->LogLikelihood(raw);
+  absl::StatusOr<double> counted = model->LogLikelihood(raw, nullptr, count);
+  ASSERT_TRUE(quiet.ok() && counted.ok());
+  EXPECT_EQ(*quiet, *counted) << "polling changes no bit";
+  EXPECT_GE(polls, 2048 / 64 + 2048 / kPolledBlockPoints);
+  CountingStop stop{3};
+  EXPECT_THAT(model->LogLikelihood(raw, nullptr, stop.Callback()),
+              StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(stop.polls, 3);
   EXPECT_EQ(stop.calls_after_stop, 0);
 }
 
