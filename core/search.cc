@@ -1202,9 +1202,15 @@ KernelSearchRun::Slot KernelSearchRun::MakeSlot(KernelExpr kernel,
   slot.kernel = std::move(kernel);
   if (options_.warm_start && parent_kernel != nullptr) {
     auto parent_score = beam_scores_.find(parent);
-    if (parent_score != beam_scores_.end() && !parent_score->second.parameter_names.empty()) {
+    // BASE[*] expanded as the scores expand it (core/score.cc), so that the parent's parameter
+    // names (SE[3].lengthscale) and the child's model see the same per-column kernels.
+    const int columns = static_cast<int>(data_.x.cols());
+    absl::StatusOr<KernelExpr> parent_expanded = ExpandPerColumn(*parent_kernel, columns);
+    absl::StatusOr<KernelExpr> child_expanded = ExpandPerColumn(slot.kernel, columns);
+    if (parent_score != beam_scores_.end() && !parent_score->second.parameter_names.empty() &&
+        parent_expanded.ok() && child_expanded.ok()) {
       absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
-          *parent_kernel, slot.kernel, options_.score.hyperparameters,
+          *parent_expanded, *child_expanded, options_.score.hyperparameters,
           parent_score->second.parameter_names, parent_score->second.raw_optimum,
           options_.score.fit.raw_lower_bound, options_.score.fit.raw_upper_bound);
       if (warm.ok()) {

@@ -745,3 +745,44 @@ TEST(SearchElsewhereTest, FailedOutcomesAreFailedCandidatesAndBatchErrorsStopThe
 
 }  // namespace
 }  // namespace gpsel
+
+namespace gpsel {
+namespace {
+
+// A search whose base kernels include BASE[*] (one lengthscale per column): the children of a
+// parent start from its optimum as for any other kernel. Before, the warm start was built on the
+// unexpanded text (LIN + SE[*]: 3 values) while the model was the expanded one (LIN +
+// SE[0]*SE[1]*SE[2]: 6), and every such child failed with "extra_starts[0]: has 3 entries".
+// Real data: three columns of the diabetes regression (age, bmi, s5; every 4th patient).
+TEST(SearchPerColumnTest, ChildrenOfAPerColumnKernelStartFromTheirParentsOptimum) {
+  absl::StatusOr<Dataset> all = LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/diabetes.csv");
+  ASSERT_TRUE(all.ok()) << all.status();
+  Dataset data;
+  const int n = static_cast<int>(all->y.size()) / 4;
+  data.x.resize(n, 3);
+  data.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    data.x.row(i) << all->x(4 * i, 0), all->x(4 * i, 2), all->x(4 * i, 8);
+    data.y(i) = all->y(4 * i);
+  }
+  SearchOptions options;
+  options.base_kernels = {*ParseKernel("SE[*]"), *ParseKernel("LIN")};
+  options.max_depth = 2;
+  options.score.fit.restarts = 1;
+  options.score.fit.max_draws_factor = 1;
+  options.score.scale_x.mode = XScaling::Mode::kAuto;
+  absl::StatusOr<SearchResult> result = RunKernelSearch(data, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_GE(result->steps.size(), 2u);
+  int warm_started = 0;
+  for (const SearchStep& step : result->steps) {
+    for (const CandidateRecord& candidate : step.candidates) {
+      EXPECT_TRUE(candidate.ok) << candidate.kernel << ": " << candidate.error;
+      if (candidate.warm_started) ++warm_started;
+    }
+  }
+  EXPECT_GT(warm_started, 0);
+}
+
+}  // namespace
+}  // namespace gpsel
