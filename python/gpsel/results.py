@@ -85,6 +85,13 @@ class KernelScore:
         return (self.proto.method or "exact") if self.proto is not None else "exact"
 
     @property
+    def x_scales(self) -> List[float]:
+        """--scale-x auto on several columns with every x-dependent parameter on one column
+        (pinned kernels, SE[*]): column c was divided by x_scales[c] (x_scale is then 1), and the
+        fits' values are in each column's own units. Empty otherwise."""
+        return list(self.proto.x_scales) if self.proto is not None else []
+
+    @property
     def inducing_points(self) -> int:
         """m of the sparse model (0 for exact)."""
         return self.proto.inducing_points if self.proto is not None else 0

@@ -181,6 +181,22 @@ std::optional<KernelExpr> CheckKernel(const std::string& text, const std::string
                               " column(s)"));
     return std::nullopt;
   }
+  // BASE[*] as core models it (one pinned copy per column, core/kernel_expr.h), so that the
+  // parameter names, the leaf limit and the estimates below see the kernel that will be fitted.
+  if (num_dims > 0 && ContainsPerColumn(*kernel)) {
+    absl::StatusOr<KernelExpr> expanded = ExpandPerColumn(*kernel, num_dims);
+    if (!expanded.ok()) {
+      v.Add(field, std::string(expanded.status().message()));
+      return std::nullopt;
+    }
+    if (NumBaseKernels(*expanded) > limits.max_base_kernels) {
+      v.Add(field, absl::StrCat("has ", NumBaseKernels(*expanded), " base kernels once [*] is ",
+                                "one per column of the dataset's ", num_dims, ", more than the ",
+                                "limit of ", limits.max_base_kernels));
+      return std::nullopt;
+    }
+    return *std::move(expanded);
+  }
   return *std::move(kernel);
 }
 
@@ -512,6 +528,13 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
       }
     }
   }
+  for (int i = 0; i < request.change_columns_size(); ++i) {
+    if (d > 0 && request.change_columns(i) >= d) {
+      v.Add(absl::StrCat("change_columns[", i, "]"),
+            absl::StrCat("reads input column ", request.change_columns(i), " but the dataset has ",
+                         d, " column(s)"));
+    }
+  }
   if (request.max_depth() < 0 || request.max_depth() > limits.max_search_depth) {
     v.Add("max_depth", absl::StrCat("must be in [0, ", limits.max_search_depth, "] (0 = default ",
                                     SearchOptions{}.max_depth, ")"));
@@ -569,6 +592,7 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
     kernel = CheckKernel(model->kernel, "model.kernel", limits, d, v);
     if (kernel && !request.kernel().empty()) {
       absl::StatusOr<KernelExpr> given = ParseKernel(request.kernel(), ParseLimitsOf(limits));
+      if (given.ok() && d > 0) given = ExpandPerColumn(*given, d);  // a model holds it expanded
       if (given.ok() && ToString(*given) != ToString(*kernel)) {
         v.Add("kernel", absl::StrCat("is ", ToString(*given), " but the model's kernel is ",
                                      ToString(*kernel), " (leave it empty with a model)"));

@@ -136,6 +136,10 @@ class ResultsTest(unittest.TestCase):
         self.assertEqual(score.intervals, {"bic": (-10.5, -9.25)})
         self.assertIn("auto: sparse", score.approx_note)
         self.assertEqual(gpsel.KernelScore.from_proto(types_pb2.KernelScore()).method, "exact")
+        # Per-column --scale-x auto (SE[*]): each column's factor; empty with one factor.
+        per_column = types_pb2.KernelScore(kernel="SE[0]*SE[1]", x_scale=1.0, x_scales=[2.5, 0.1])
+        self.assertEqual(gpsel.KernelScore.from_proto(per_column).x_scales, [2.5, 0.1])
+        self.assertEqual(gpsel.KernelScore.from_proto(m).x_scales, [])
         fit = types_pb2.FitOptions()
         gpsel.Client._approx(fit, "auto", 128)
         self.assertEqual(fit.approx, types_pb2.APPROXIMATION_AUTO)

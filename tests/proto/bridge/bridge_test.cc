@@ -816,3 +816,46 @@ TEST(BridgeTest, ApproximationAndSparseScoreRoundTrip) {
 
 }  // namespace
 }  // namespace gpsel
+
+namespace gpsel {
+namespace {
+
+// BASE[*] over the server: the validation sees the kernel core fits (one copy per column), so a
+// parameter of one column (SE[1].lengthscale) is accepted and scored, the unexpanded name is
+// refused naming the field, and the leaf limit counts the copies. (Before, the server checked
+// names against the unexpanded kernel: SE[1].lengthscale was "unknown" and SE[*].lengthscale
+// passed, to fail inside core.)
+TEST(BridgeRoundTripTest, PerColumnKernelsAreValidatedAsCoreExpandsThem) {
+  Dataset data;
+  data.x.resize(12, 2);
+  data.y.resize(12);
+  for (int i = 0; i < 12; ++i) {
+    data.x(i, 0) = 0.1 * i;
+    data.x(i, 1) = (i % 3) * 2.0;
+    data.y(i) = std::sin(3.0 * data.x(i, 0)) + 0.2 * data.x(i, 1);
+  }
+  ScoreOptions options;
+  options.metrics = {Metric::kMll};
+  options.fit.restarts = 1;
+  options.hyperparameters.fixed_values["SE[1].lengthscale"] = 4.0;
+  const v1::ScoreRequest request = bridge::ScoreRequestOf(data, {Kernel("C*SE[*]")}, options);
+  absl::StatusOr<ValidScore> valid = ValidateScoreRequest(request, ServiceLimits{});
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel("C*SE[*]"), valid->options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  EXPECT_EQ(score->mll_fit->values.at("SE[1].lengthscale"), 4.0);
+
+  v1::ScoreRequest unexpanded = request;
+  unexpanded.mutable_fit()->mutable_fixed_values()->clear();
+  (*unexpanded.mutable_fit()->mutable_fixed_values())["SE[*].lengthscale"] = 4.0;
+  EXPECT_THAT(bridge::FieldViolations(ValidateScoreRequest(unexpanded, ServiceLimits{}).status()),
+              ::testing::Contains(::testing::Key(HasSubstr("SE[*].lengthscale"))));
+
+  ServiceLimits two_leaves;
+  two_leaves.max_base_kernels = 2;  // C*SE[*] is C*SE[0]*SE[1]: three
+  EXPECT_THAT(bridge::FieldViolations(ValidateScoreRequest(request, two_leaves).status()),
+              ::testing::Contains(::testing::Pair("kernels[0]", HasSubstr("once [*] is"))));
+}
+
+}  // namespace
+}  // namespace gpsel

@@ -715,7 +715,14 @@ TEST_F(ServiceTest, ChangeMovesPinnedToAColumnOverGrpc) {
   bad.add_change_columns(2);  // the data have two columns
   absl::StatusOr<v1::SearchResult> out_of_range = client->Search(bad);
   EXPECT_THAT(out_of_range, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(out_of_range.status().message(), HasSubstr("column 2"));
+  EXPECT_THAT(bridge::FieldViolations(out_of_range.status()),
+              ElementsAre(Pair("change_columns[0]", HasSubstr("column 2"))));
+  // Refused at admission, not when the job runs.
+  bad_job.clear_search();
+  *bad_job.mutable_search() = bad;
+  bad_job.set_request_id("pinned-change-column-out-of-range");
+  EXPECT_THAT(bridge::FieldViolations(client->SubmitSearch(bad_job).status()),
+              ::testing::Contains(::testing::Key("search.change_columns[0]")));
   bad.clear_operators();
   bad.clear_change_columns();
   bad.add_change_columns(1);
