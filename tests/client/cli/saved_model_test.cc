@@ -199,7 +199,9 @@ TEST(CliSamplesTest, SamplesInCsvAndJsonSameSeedSameBitsWhateverTheThreads) {
   EXPECT_NE(other_seed.out, csv.out);
   CliRun too_many = RunGpsel("predict --data " + kNile + given + " --samples 100000");
   EXPECT_EQ(too_many.exit_code, 2);
-  EXPECT_THAT(too_many.err, HasSubstr("--samples 100000 at 27 points: at most 1000000"));
+  EXPECT_THAT(too_many.err,
+              HasSubstr("--samples: 100000 samples × 27 inputs = 2700000 values, more than the "
+                        "limit of 1000000"));
 }
 
 }  // namespace
