@@ -75,6 +75,20 @@ ApproxChoice ChooseSearchApproximation(const Dataset& data, const SearchOptions&
   return Decide(ApproxMode::kAuto, data.num_points(), EstimateSearchTime(data, exact).seconds);
 }
 
+ApproxChoice ChoosePredictApproximation(const Dataset& data, const KernelExpr& kernel,
+                                        int64_t num_new_points, const PredictOptions& options) {
+  if (options.hyperparameters.empty() && !options.model.has_value()) {
+    return ChooseApproximation(data, kernel, options.fit);
+  }
+  if (options.fit.approx.mode != ApproxMode::kAuto) {
+    return Decide(options.fit.approx.mode, data.num_points(), 0.0);
+  }
+  PredictOptions exact = options;
+  exact.fit.approx.mode = ApproxMode::kExact;
+  return Decide(ApproxMode::kAuto, data.num_points(),
+                EstimatePredictTime(data, kernel, num_new_points, exact).seconds);
+}
+
 SparseScoreOptions SparseScoreOptionsOf(const ScoreOptions& options, int64_t n) {
   SparseScoreOptions sparse;
   sparse.fit.restarts = options.fit.restarts;

@@ -15,6 +15,7 @@
 #include "gpsel/core/approx.h"
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/predict.h"
 #include "gpsel/core/progress.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
@@ -37,6 +38,13 @@ ApproxChoice ChooseApproximation(const Dataset& data, const KernelExpr& kernel,
 // The same decision for a whole search (the exact search's EstimateSearchTime), so that every
 // candidate of one search is scored the same way.
 ApproxChoice ChooseSearchApproximation(const Dataset& data, const SearchOptions& options);
+
+// Predict's decision for `num_new_points` new inputs. With something to fit, the fit's cost
+// decides as in ChooseApproximation; with nothing to fit (values given, or a saved model) auto
+// weighs the exact prediction's own cost, one Cholesky of K and the solves, so a series too long
+// to fit exactly in a minute is still predicted exactly from known values when that is quick.
+ApproxChoice ChoosePredictApproximation(const Dataset& data, const KernelExpr& kernel,
+                                        int64_t num_new_points, const PredictOptions& options);
 
 // The sparse engine's options for `options` at n points: restarts, seed, starts, priors,
 // standardisation, x scaling and metrics carried over; m fixed at approx.inducing_points when

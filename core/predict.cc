@@ -403,7 +403,7 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
   PredictResult out;
   out.kernel = ToString(kernel);
   out.hyperparameters = options.hyperparameters;
-  const ApproxChoice choice = ChooseApproximation(data, kernel, options.fit);
+  const ApproxChoice choice = ChoosePredictApproximation(data, kernel, x_new.rows(), options);
   out.approx_note = choice.note;
   if (choice.sparse && options.components) {
     return absl::InvalidArgumentError(

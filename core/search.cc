@@ -701,6 +701,17 @@ std::string SearchResult::Summary() const {
   absl::StrAppendFormat(&out, "stopped: %s\n", stop_reason);
   if (!approx_note.empty()) absl::StrAppend(&out, approx_note, "\n");
   if (!exact_rescore_note.empty()) absl::StrAppend(&out, exact_rescore_note, "\n");
+  if (best_sparse.has_value()) {
+    // The sparse interval the search ranked the best kernel by, beside the exact value that
+    // replaced it: the reader sees whether the bounds held.
+    auto interval = best_sparse->intervals.find(metric);
+    auto exact = best.metrics.find(metric);
+    if (interval != best_sparse->intervals.end() && exact != best.metrics.end()) {
+      absl::StrAppendFormat(&out, "ranked by its sparse %s [%.4f, %.4f] at m = %d; exact %.4f\n",
+                            metric, interval->second.lower, interval->second.upper,
+                            best_sparse->num_inducing, exact->second);
+    }
+  }
   absl::StrAppendFormat(&out, "%d candidates fitted, %d from cache, %d failed, %.2f s\n",
                         candidates_scored, cache_hits, failures, seconds);
   // Kept kernels scored with every metric (score_kept_kernels), besides the best one below.

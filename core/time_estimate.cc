@@ -277,7 +277,7 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
   // K's Cholesky (n³/3 of the evaluation's n³) and, per new point, a cross-covariance column (n
   // kernel entries) and triangular solves (2n² flops, bound by memory bandwidth).
   const double m = static_cast<double>(num_new_points);
-  const bool sparse = ChooseApproximation(data, kernel, options.fit).sparse;
+  const bool sparse = ChoosePredictApproximation(data, kernel, num_new_points, options).sparse;
   const int inducing = SparseInducing(n, options.fit.approx);
   if (sparse) {
     // The sparse posterior: one O(n m²) pass over the data, then O(m²) per new point (the
@@ -292,7 +292,7 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
         m * (kSolveSecondsPerSquare * nd * nd + kSquareSeconds * FreeParameters(kernel) * nd);
     estimate.breakdown = absl::StrFormat("n = %d, m = %d", n, num_new_points);
   }
-  if (options.hyperparameters.empty()) {
+  if (options.hyperparameters.empty() && !options.model.has_value()) {
     const int starts = options.fit.fit.restarts + ExtraStarts(kernel);
     const FitCost fit =
         sparse ? SparseKernelFitCost(n, FreeParameters(kernel), 1, starts, false,

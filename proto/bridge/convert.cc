@@ -1147,6 +1147,7 @@ void ToProto(const SearchResult& result, v1::SearchResult* proto) {
   proto->set_approx_note(result.approx_note);
   for (const std::string& k : result.exact_rescored) proto->add_exact_rescored(k);
   proto->set_exact_rescore_note(result.exact_rescore_note);
+  if (result.best_sparse.has_value()) ToProto(*result.best_sparse, proto->mutable_best_sparse());
 
   for (const std::string& name : SearchOperatorNames(result.operators)) {
     proto->add_operators(name);
@@ -1204,6 +1205,7 @@ absl::StatusOr<SearchResult> FromProto(const v1::SearchResult& proto) {
   result.approx_note = proto.approx_note();
   result.exact_rescored.assign(proto.exact_rescored().begin(), proto.exact_rescored().end());
   result.exact_rescore_note = proto.exact_rescore_note();
+  if (proto.has_best_sparse()) result.best_sparse = FromProto(proto.best_sparse());
 
   for (const std::string& name : proto.operators()) {
     if (name == "CP") result.operators.change_point = true;

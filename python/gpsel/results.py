@@ -184,6 +184,14 @@ class SearchResult:
                    KernelScore.from_proto(m.best) if m.HasField("best") else None, candidates,
                    m.stop_reason, m.seconds, m, list(m.operators), list(m.change_columns))
 
+    @property
+    def best_sparse(self) -> Optional[KernelScore]:
+        """A sparse search whose best kernel was re-scored exactly (`best` is then exact): the
+        sparse score the search ranked it by (method "sparse", its m and intervals); else None."""
+        if self.proto is None or not self.proto.HasField("best_sparse"):
+            return None
+        return KernelScore.from_proto(self.proto.best_sparse)
+
     def to_pandas(self):
         """One row per candidate scored: depth, kernel, parent, score, ok, chosen, error."""
         return _pd().DataFrame([vars(c) for c in self.candidates])

@@ -136,6 +136,8 @@ TEST(ApproxTest, SparseSearchPrunesByBoundsAndRescoresExactly) {
   EXPECT_GE(result->best.metrics.at("bic"), result->best_sparse->metrics.at("bic") - 1e-6);
   EXPECT_NE(result->approx_note.find("sparse"), std::string::npos);
   EXPECT_NE(result->Summary().find("dropped LIN"), std::string::npos) << result->Summary();
+  EXPECT_NE(result->Summary().find("ranked by its sparse bic ["), std::string::npos)
+      << result->Summary();
 }
 
 TEST(ApproxTest, ExactRefusesAboveTheCeilingNamingApprox) {

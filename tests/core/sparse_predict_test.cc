@@ -15,6 +15,7 @@
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/predict.h"
+#include "gpsel/core/time_estimate.h"
 #include "tests/core/bundled_data.h"
 #include "tests/status_matchers.h"
 
@@ -140,6 +141,54 @@ TEST(SparsePredictTest, FitAndPredictFollowsTheSwitch) {
   options.fit.approx.mode = ApproxMode::kSparse;
   EXPECT_THAT(FitAndPredict(data, kernel, Grid(0, 10, 5), options).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("components")));
+}
+
+// Predicting from known values fits nothing, so `auto` weighs the exact prediction's own cost
+// (one Cholesky of K and the solves), not a fit's: on San Francisco's hourly temperatures (every
+// 4th hour, n = 2,190) the daily kernel's fit is estimated well above a minute (sparse) while
+// predicting from given values exactly takes seconds (exact), and the result says which and why.
+TEST(SparsePredictTest, AutoWithKnownValuesWeighsThePredictionNotAFit) {
+  const Dataset hourly = LoadBundled("sf_temps.csv");
+  Dataset data;
+  data.x.resize((hourly.num_points() + 3) / 4, 1);
+  data.y.resize(data.x.rows());
+  for (int i = 0; i < data.x.rows(); ++i) {
+    data.x(i, 0) = hourly.x(4 * i, 0);
+    data.y(i) = hourly.y(4 * i);
+  }
+  const KernelExpr kernel = *ParseKernel("C*SE + C*PER*SE");
+  PredictOptions options;
+  options.fit.approx.mode = ApproxMode::kAuto;
+  const Eigen::MatrixXd x_new = Grid(100.0, 101.0, 3);
+  const ApproxChoice fitting = ChoosePredictApproximation(data, kernel, x_new.rows(), options);
+  EXPECT_TRUE(fitting.sparse) << fitting.note;
+  EXPECT_NE(fitting.note.find("auto: sparse (exact estimated"), std::string::npos) << fitting.note;
+
+  // Values in days and °F: a slow trend and the daily cycle.
+  options.hyperparameters = {{"C#1.constant", 20.0},  {"SE#1.lengthscale", 5.0},
+                             {"C#2.constant", 10.0},  {"PER.lengthscale", 1.0},
+                             {"PER.period", 1.0},     {"SE#2.lengthscale", 30.0},
+                             {"noise", 0.5}};
+  options.fit.standardize = false;
+  const ApproxChoice known = ChoosePredictApproximation(data, kernel, x_new.rows(), options);
+  EXPECT_FALSE(known.sparse) << known.note;
+  EXPECT_NE(known.note.find("auto: exact (estimated"), std::string::npos) << known.note;
+  absl::StatusOr<PredictResult> predicted = FitAndPredict(data, kernel, x_new, options);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  EXPECT_EQ(predicted->method, "exact");
+  EXPECT_EQ(predicted->approx_note, known.note);
+  EXPECT_FALSE(predicted->fit.has_value());
+  // The same numbers as asking for the exact GP outright.
+  options.fit.approx.mode = ApproxMode::kExact;
+  absl::StatusOr<PredictResult> exact = FitAndPredict(data, kernel, x_new, options);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  for (int j = 0; j < x_new.rows(); ++j) {
+    EXPECT_EQ(predicted->prediction.mean(j), exact->prediction.mean(j)) << j;
+    EXPECT_EQ(predicted->prediction.variance(j), exact->prediction.variance(j)) << j;
+  }
+  // The estimate printed before the work says the same: no fit is counted.
+  const TimeEstimate estimate = EstimatePredictTime(data, kernel, x_new.rows(), options);
+  EXPECT_EQ(estimate.breakdown.find("after one fit"), std::string::npos) << estimate.breakdown;
 }
 
 }  // namespace

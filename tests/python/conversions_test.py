@@ -9,7 +9,7 @@ import pandas as pd
 
 import gpsel
 from gpsel import _data
-from gpsel._proto.gpsel.v1 import types_pb2
+from gpsel._proto.gpsel.v1 import job_pb2, types_pb2
 
 
 class DatesTest(unittest.TestCase):
@@ -140,6 +140,12 @@ class ResultsTest(unittest.TestCase):
         per_column = types_pb2.KernelScore(kernel="SE[0]*SE[1]", x_scale=1.0, x_scales=[2.5, 0.1])
         self.assertEqual(gpsel.KernelScore.from_proto(per_column).x_scales, [2.5, 0.1])
         self.assertEqual(gpsel.KernelScore.from_proto(m).x_scales, [])
+        # A sparse search re-scored exactly: best_sparse is the score it was ranked by.
+        searched = job_pb2.SearchResult(best_kernel="SE", best=types_pb2.KernelScore(kernel="SE"))
+        self.assertIsNone(gpsel.SearchResult.from_proto(searched).best_sparse)
+        searched.best_sparse.CopyFrom(m)
+        self.assertEqual(gpsel.SearchResult.from_proto(searched).best_sparse.intervals,
+                         {"bic": (-10.5, -9.25)})
         fit = types_pb2.FitOptions()
         gpsel.Client._approx(fit, "auto", 128)
         self.assertEqual(fit.approx, types_pb2.APPROXIMATION_AUTO)

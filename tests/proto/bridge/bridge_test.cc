@@ -573,6 +573,32 @@ TEST(BridgeRoundTripTest, ResultsOfRealRuns) {
   for (const v1::SearchStep& step : plain_message.steps()) {
     EXPECT_FALSE(step.has_kept_score()) << "not asked for";
   }
+  EXPECT_FALSE(plain_message.has_best_sparse()) << "an exact search has no sparse score";
+
+  // A sparse search whose best kernel was re-scored exactly: the sparse score it was ranked by
+  // crosses the wire beside the exact one (issue 28).
+  SearchOptions sparse_options;
+  sparse_options.base_kernels = {Kernel("SE")};
+  sparse_options.max_depth = 1;
+  sparse_options.metric = "bic";
+  sparse_options.score.fit.restarts = 1;
+  sparse_options.score.approx.mode = ApproxMode::kSparse;
+  sparse_options.score.approx.inducing_points = 8;
+  absl::StatusOr<SearchResult> sparse = RunKernelSearch(data, sparse_options);
+  ASSERT_TRUE(sparse.ok()) << sparse.status();
+  ASSERT_TRUE(sparse->best_sparse.has_value()) << sparse->exact_rescore_note;
+  ExpectStableRoundTrip<SearchResult, v1::SearchResult>(*sparse);
+  v1::SearchResult sparse_message;
+  bridge::ToProto(*sparse, &sparse_message);
+  absl::StatusOr<SearchResult> sparse_back = bridge::FromProto(sparse_message);
+  ASSERT_TRUE(sparse_back.ok()) << sparse_back.status();
+  EXPECT_EQ(sparse_back->best.method, "exact");
+  ASSERT_TRUE(sparse_back->best_sparse.has_value());
+  EXPECT_EQ(sparse_back->best_sparse->method, "sparse");
+  EXPECT_EQ(sparse_back->best_sparse->num_inducing, 8);
+  EXPECT_EQ(sparse_back->best_sparse->metrics, sparse->best_sparse->metrics);
+  EXPECT_EQ(sparse_back->best_sparse->intervals.at("bic").upper,
+            sparse->best_sparse->intervals.at("bic").upper);
 
   const Progress progress{"search", 0.25, "step 1/2"};
   v1::Progress p;
