@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,45 @@ ApproxChoice ChoosePredictApproximation(const Dataset& data, const KernelExpr& k
   exact.fit.approx.mode = ApproxMode::kExact;
   return Decide(ApproxMode::kAuto, data.num_points(),
                 EstimatePredictTime(data, kernel, num_new_points, exact).seconds);
+}
+
+std::vector<std::string> UndecidedAmongScores(const std::vector<KernelScore>& scores,
+                                              const std::vector<Metric>& metrics) {
+  std::vector<std::string> lines;
+  // [lower, upper] of one score on one metric: an exact value is its own interval.
+  auto interval_of = [](const KernelScore& s, const std::string& name) -> std::optional<ScoreInterval> {
+    auto value = s.metrics.find(name);
+    if (value == s.metrics.end()) return std::nullopt;
+    auto interval = s.intervals.find(name);
+    if (interval != s.intervals.end()) return interval->second;
+    return ScoreInterval{value->second, value->second};
+  };
+  auto label = [](const KernelScore& s) {
+    return s.method == "sparse" ? absl::StrFormat("%s (m = %d)", s.kernel, s.num_inducing)
+                                : absl::StrCat(s.kernel, " (exact)");
+  };
+  for (Metric metric : metrics) {
+    const std::string name(MetricName(metric));
+    const KernelScore* best = nullptr;
+    for (const KernelScore& s : scores) {
+      auto it = s.metrics.find(name);
+      if (it != s.metrics.end() && (best == nullptr || it->second > best->metrics.at(name))) {
+        best = &s;
+      }
+    }
+    if (best == nullptr) continue;
+    const ScoreInterval best_interval = *interval_of(*best, name);
+    for (const KernelScore& s : scores) {
+      if (&s == best || (s.method != "sparse" && best->method != "sparse")) continue;
+      const std::optional<ScoreInterval> other = interval_of(s, name);
+      if (!other || other->upper < best_interval.lower) continue;
+      lines.push_back(absl::StrFormat(
+          "%s: %s [%.3f, %.3f] vs %s [%.3f, %.3f]: undecided, the intervals overlap", name,
+          label(*best), best_interval.lower, best_interval.upper, label(s), other->lower,
+          other->upper));
+    }
+  }
+  return lines;
 }
 
 SparseScoreOptions SparseScoreOptionsOf(const ScoreOptions& options, int64_t n) {

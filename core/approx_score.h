@@ -10,6 +10,7 @@
 #define GPSEL_CORE_APPROX_SCORE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpsel/core/approx.h"
@@ -45,6 +46,15 @@ ApproxChoice ChooseSearchApproximation(const Dataset& data, const SearchOptions&
 // to fit exactly in a minute is still predicted exactly from known values when that is quick.
 ApproxChoice ChoosePredictApproximation(const Dataset& data, const KernelExpr& kernel,
                                         int64_t num_new_points, const PredictOptions& options);
+
+// Kernels scored side by side (one Score request) when some are sparse (with `auto` each kernel
+// is decided on its own cost, so a table can mix exact values with certified intervals): per
+// metric, the best kernel by its value (a sparse score's lower end), and each other kernel whose
+// interval still reaches that value (an exact score is the interval [v, v]), as
+// "bic: A (m = 64) vs B (exact): undecided, the intervals overlap". Empty when every score is
+// exact or every best is clear, as CompareSparseScores (core/sparse_score.h) decides for two.
+std::vector<std::string> UndecidedAmongScores(const std::vector<KernelScore>& scores,
+                                              const std::vector<Metric>& metrics);
 
 // The sparse engine's options for `options` at n points: restarts, seed, starts, priors,
 // standardisation, x scaling and metrics carried over; m fixed at approx.inducing_points when

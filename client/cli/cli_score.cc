@@ -16,6 +16,7 @@
 #include "gpsel/core/held_out.h"
 
 #include "gpsel/client/cli/model_file.h"
+#include "gpsel/core/approx_score.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gpsel/proto/bridge/convert.h"
@@ -136,6 +137,9 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
                                    "column's units.\n",
                                    s.kernel, s.x_scale_reason);
     }
+  }
+  for (const std::string& line : UndecidedAmongScores(scores, metrics)) {
+    std::cout << line << "\n";
   }
   for (const KernelScore& s : scores) {
     if (!s.approx_note.empty()) std::cout << s.kernel << ": " << s.approx_note << "\n";

@@ -140,6 +140,37 @@ TEST(ApproxTest, SparseSearchPrunesByBoundsAndRescoresExactly) {
       << result->Summary();
 }
 
+// A table mixing exact values with sparse intervals (auto decides per kernel): a kernel is
+// undecided against the best when its interval reaches the best's value (lower end); two exact
+// values are always decided, and a sparse interval wholly below the best is decided too.
+TEST(ApproxTest, MixedScoresSayWhereTheIntervalsOverlap) {
+  KernelScore exact_small, sparse_big, sparse_far;
+  exact_small.kernel = "C*SE";
+  exact_small.metrics = {{"bic", -100.0}, {"mll", -90.0}};
+  sparse_big.kernel = "C*SE + C*PER*SE";
+  sparse_big.method = "sparse";
+  sparse_big.num_inducing = 64;
+  sparse_big.metrics = {{"bic", -104.0}, {"mll", -80.0}};
+  sparse_big.intervals = {{"bic", {-104.0, -98.0}}, {"mll", {-80.0, -74.0}}};
+  sparse_far.kernel = "LIN";
+  sparse_far.method = "sparse";
+  sparse_far.num_inducing = 32;
+  sparse_far.metrics = {{"bic", -300.0}, {"mll", -290.0}};
+  sparse_far.intervals = {{"bic", {-300.0, -250.0}}, {"mll", {-290.0, -280.0}}};
+  const std::vector<std::string> lines = UndecidedAmongScores(
+      {exact_small, sparse_big, sparse_far}, {Metric::kBic, Metric::kMll});
+  // bic: the exact -100 lies inside [-104, -98]; mll: the sparse lower end -80 beats the exact
+  // -90 outright; LIN is far below both.
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "bic: C*SE (exact) [-100.000, -100.000] vs C*SE + C*PER*SE (m = 64) [-104.000, "
+            "-98.000]: undecided, the intervals overlap");
+  KernelScore exact_big = sparse_big;
+  exact_big.method = "exact";
+  exact_big.intervals.clear();
+  EXPECT_TRUE(UndecidedAmongScores({exact_small, exact_big}, {Metric::kBic}).empty());
+}
+
 TEST(ApproxTest, ExactRefusesAboveTheCeilingNamingApprox) {
   Dataset data = Wave(kMaxPointsCeiling + 1, 6);
   ScoreOptions options;
