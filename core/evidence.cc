@@ -16,6 +16,7 @@
 #include "gpsel/core/fit.h"
 #include "gpsel/core/instrumentation.h"
 #include "gpsel/core/internal/data_starts.h"
+#include "gpsel/core/internal/first_stop.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/status_macros.h"
 
@@ -322,14 +323,8 @@ absl::StatusOr<EvidenceResult> ComputeEvidence(const Dataset& data,
           observer->OnEvidenceLikelihoodCall(gp.num_free());
         }
         absl::Status stopped;
-        const ProgressCallback poll =
-            serialized ? ProgressCallback([&](const Progress& p) {
-              absl::Status s = serialized(p);
-              if (!s.ok() && stopped.ok()) stopped = s;
-              return s;
-            })
-                       : ProgressCallback();
-        absl::StatusOr<double> value = gp.LogLikelihood(raw, nullptr, poll);
+        absl::StatusOr<double> value =
+            gp.LogLikelihood(raw, nullptr, internal::RecordingFirstStop(serialized, &stopped));
         if (!stopped.ok()) return stopped;
         return value.ok() ? *value : -kInf;
       }};

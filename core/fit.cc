@@ -21,6 +21,7 @@
 #include "gpsel/core/fit_bounds.h"
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/instrumentation.h"
+#include "gpsel/core/internal/first_stop.h"
 #include "gpsel/core/internal/period_alias.h"
 #include "gpsel/core/internal/thread_pool.h"
 #include "gpsel/core/status_macros.h"
@@ -256,15 +257,9 @@ class NegativeObjective {
     // The evaluation itself polls between its blocks at large n (issue 33: at n = 10,000 one
     // evaluation takes ~20 s); a stop seen there ends the fit as one seen above does.
     absl::Status stopped;
-    const ProgressCallback poll =
-        progress_ ? ProgressCallback([&](const Progress& p) {
-          absl::Status s = progress_(p);
-          if (!s.ok() && stopped.ok()) stopped = s;
-          return s;
-        })
-                  : ProgressCallback();
     absl::StatusOr<double> value =
-        ObjectiveValue(model_, objective_, raw, &objective_gradient, poll);
+        ObjectiveValue(model_, objective_, raw, &objective_gradient,
+                       internal::RecordingFirstStop(progress_, &stopped));
     if (!stopped.ok()) throw FitCancelled{stopped};
     if (!value.ok()) return std::nullopt;
     return *value;
@@ -420,13 +415,7 @@ absl::Status NewtonPolish(const GpModel& model, FitObjective objective, const Fi
   // The callback's first error, wherever it was seen (a poll here or inside a Hessian), so
   // that a failed evaluation can be told from a cancelled one without calling it again.
   absl::Status stopped;
-  const ProgressCallback recording =
-      progress ? ProgressCallback([&](const Progress& p) {
-        absl::Status s = progress(p);
-        if (!s.ok() && stopped.ok()) stopped = s;
-        return s;
-      })
-               : ProgressCallback();
+  const ProgressCallback recording = internal::RecordingFirstStop(progress, &stopped);
   absl::StatusOr<LikelihoodHessian> here = ObjectiveWithHessian(model, objective, x, recording);
   ++evaluations;
   if (!here.ok()) return stopped;  // OK: no polish where the Hessian fails
