@@ -355,7 +355,9 @@ int NextInducing(const GpModel& model, const SparseFitOptions& options, const Ei
   while (next < cap && next < selected && path[next - 1] / (2.0 * noise) > tolerance) {
     next = std::min(cap, static_cast<int>(std::ceil(options.growth * next)));
   }
-  return std::min(next, std::max(selected, 1));
+  // Never below ⌈growth·m⌉ (nor capped at `selected`): m must grow every level, and a selection
+  // that runs out of variance before m ends the growth with kAllPoints.
+  return next;
 }
 
 // Rows of the exploration subsample: `count` distinct rows drawn with a generator seeded by
