@@ -321,7 +321,14 @@ int main(int argc, char** argv) {
   }
   auto start = std::chrono::steady_clock::now();
   double cpu = CpuSeconds();
-  absl::StatusOr<gpsel::SparseFitResult> sparse = gpsel::FitSparse(*model, options);
+  const double cpu_at_start = cpu;
+  absl::StatusOr<gpsel::SparseFitResult> sparse =
+      gpsel::FitSparse(*model, options, [&](const gpsel::Progress& p) {
+        if (!p.poll_only) {
+          std::fprintf(stderr, "[%.1f CPU s] %s\n", CpuSeconds() - cpu_at_start, p.message.c_str());
+        }
+        return absl::OkStatus();
+      });
   const double sparse_seconds = Seconds(start), sparse_cpu = CpuSeconds() - cpu;
   if (!sparse.ok()) {
     std::cerr << sparse.status() << "\n";

@@ -49,8 +49,12 @@ FitResult FitResultOfSparse(const SparseFitResult& sparse, double x_factor,
   fit.log_likelihood = sparse.lower;
   fit.log_prior = sparse.log_prior;
   fit.objective_value = sparse.objective_value;
-  fit.evaluations = sparse.evaluations;
+  fit.evaluations = sparse.evaluations + sparse.exploration_evaluations;
   fit.objective_hessian = sparse.objective_hessian;
+  // The multi-start's confirmation (SparseFitOptions::max_draws_factor), for the headline.
+  fit.starts_at_best = sparse.starts_at_best;
+  fit.extra_draws = sparse.extra_draws;
+  fit.may_not_be_global = sparse.may_not_be_global;
   return fit;
 }
 
@@ -132,7 +136,10 @@ std::vector<std::string> UndecidedAmongScores(const std::vector<KernelScore>& sc
 SparseScoreOptions SparseScoreOptionsOf(const ScoreOptions& options, int64_t n) {
   SparseScoreOptions sparse;
   sparse.fit.restarts = options.fit.restarts;
+  sparse.fit.max_draws_factor = options.fit.max_draws_factor;
   sparse.fit.seed = options.fit.seed;
+  // The bounds' n-sized passes on the fit's threads (same bits for any count, core/sparse_gp.h).
+  sparse.fit.sparse.threads = std::max(1, options.fit.threads);
   sparse.fit.raw_lower_bound = options.fit.raw_lower_bound;
   sparse.fit.raw_upper_bound = options.fit.raw_upper_bound;
   for (const StartPoint& start : options.fit.extra_starts) {

@@ -373,11 +373,13 @@ struct StartOutcome {
 // Prior draws, weighted (StartOutcome::weight), whose end point lies within kSameOptimumNats
 // of `level`: the evidence that `level` is the best optimum a fresh draw would find.
 int DrawsReaching(const std::vector<StartOutcome>& outcomes, double level) {
-  int count = 0;
+  std::vector<double> values;
+  std::vector<int> weights;
   for (const StartOutcome& outcome : outcomes) {
-    if (outcome.ok && outcome.value >= level - kSameOptimumNats) count += outcome.weight;
+    values.push_back(outcome.ok ? outcome.value : -std::numeric_limits<double>::infinity());
+    weights.push_back(outcome.weight);
   }
-  return count;
+  return StartsReaching(values, level, weights);
 }
 
 // The best end point of `outcomes` (−∞ when none is finite).
@@ -559,6 +561,31 @@ absl::Status FitOptions::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+int StartsReaching(const std::vector<double>& end_values, double level,
+                   const std::vector<int>& weights) {
+  int count = 0;
+  for (size_t i = 0; i < end_values.size(); ++i) {
+    if (std::isfinite(end_values[i]) && end_values[i] >= level - kSameOptimumNats) {
+      count += weights.empty() ? 1 : weights[i];
+    }
+  }
+  return count;
+}
+
+bool OptimumConfirmed(const std::vector<double>& end_values, const std::vector<int>& weights) {
+  double best = -std::numeric_limits<double>::infinity();
+  for (double v : end_values) {
+    if (std::isfinite(v)) best = std::max(best, v);
+  }
+  return StartsReaching(end_values, best, weights) >= 2;
+}
+
+int ConfirmationDraws(bool confirmed, int drawn, int restarts, int max_draws_factor) {
+  const int cap = restarts * max_draws_factor;
+  if (confirmed || drawn >= cap) return 0;
+  return std::min(restarts, cap - drawn);
 }
 
 std::string_view StartKindName(StartKind kind) {
@@ -1141,7 +1168,6 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
   std::vector<int> draws_made(num_runs), extra_draws(num_runs, 0);
   for (size_t r = 0; r < num_runs; ++r) draws_made[r] = runs[r]->prior_draws();
   // The follower's MLL fit stands on the MAP fit's `restarts` draws.
-  const int draw_cap = options.restarts * options.max_draws_factor;
   auto confirmed = [&](size_t r) {
     return runs[r]->num_free() == 0 || DrawsReaching(outcomes[r], BestEndValue(outcomes[r])) >= 2;
   };
@@ -1149,8 +1175,9 @@ absl::StatusOr<std::vector<FitResult>> FitHyperparametersJointly(
     std::vector<std::function<void()>> tasks;
     for (size_t r = 0; r < num_runs; ++r) {
       const int drawn = std::max(runs[r]->prior_draws(), options.restarts) + extra_draws[r];
-      if (confirmed(r) || drawn >= draw_cap) continue;
-      const int round = std::min(options.restarts, draw_cap - drawn);
+      const int round =
+          ConfirmationDraws(confirmed(r), drawn, options.restarts, options.max_draws_factor);
+      if (round == 0) continue;
       const size_t first = outcomes[r].size();
       outcomes[r].resize(first + round);
       for (int k = 0; k < round; ++k) {

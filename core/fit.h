@@ -143,6 +143,18 @@ struct FitResult {
 // Two end points within this many nats count as the same optimum (FitResult::starts_at_best).
 inline constexpr double kSameOptimumNats = 1e-3;
 
+// The rule "one optimum per kernel" (FitOptions::max_draws_factor) that every fit applies, exact
+// (core/fit.cc) or sparse (core/sparse_fit.cc): `end_values` are a fit's end points' objective
+// values (weighted by `weights` when given: the prior draws each stands for; non-finite = failed
+// start). OptimumConfirmed: at least two (weighted) end points within kSameOptimumNats of
+// `level` (default: the best end point). ConfirmationDraws: the number of prior draws to add
+// now, after `drawn` draws (at least `restarts` counted) — 0 when confirmed or when the cap of
+// restarts × max_draws_factor draws is reached, else a round of `restarts` (fewer at the cap).
+int StartsReaching(const std::vector<double>& end_values, double level,
+                   const std::vector<int>& weights = {});
+bool OptimumConfirmed(const std::vector<double>& end_values, const std::vector<int>& weights = {});
+int ConfirmationDraws(bool confirmed, int drawn, int restarts, int max_draws_factor);
+
 // The objective (log likelihood, plus log prior for MAP) with its exact gradient and Hessian in
 // raw space at `raw`; FAILED_PRECONDITION where K is not positive definite or a value is not
 // finite.

@@ -97,6 +97,32 @@ absl::StatusOr<GpModel> GpModel::Create(const KernelExpr& kernel, const Eigen::M
   return model;
 }
 
+absl::StatusOr<GpModel> GpModel::Subset(const std::vector<int>& rows) const {
+  if (rows.empty()) return absl::InvalidArgumentError("rows: must not be empty");
+  Eigen::MatrixXd x(rows.size(), x_.cols());
+  Eigen::VectorXd y(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= num_points()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rows[", i, "]: ", rows[i], " is outside [0, ", num_points(), ")"));
+    }
+    x.row(i) = x_.row(rows[i]);
+    y(i) = y_(rows[i]);
+  }
+  GpModel model;
+  model.kernel_ = kernel_;
+  model.x_ = std::move(x);
+  model.y_ = std::move(y);
+  model.parameters_ = parameters_;
+  model.free_index_ = free_index_;
+  model.evaluator_ = std::make_unique<internal::KernelEvaluator>(kernel_, model.x_);
+  if (model.x_.rows() <= kWholeMatrixMaxPoints) {
+    model.geometry_ = std::make_unique<internal::PairGeometry>(
+        model.evaluator_->MakeGeometry(model.x_, model.x_));
+  }
+  return model;
+}
+
 std::vector<HyperparameterInfo> GpModel::free_parameters() const {
   std::vector<HyperparameterInfo> free;
   for (int i : free_index_) free.push_back(parameters_[i]);

@@ -74,6 +74,10 @@ class GpModel {
   GpModel(GpModel&&) noexcept;
   GpModel& operator=(GpModel&&) noexcept;
   ~GpModel();
+  // The same kernel, parameters, priors and fixed values on the rows `rows` of x and y (in that
+  // order). A changepoint's frame is read off the subset's inputs, so keep each column's extreme
+  // rows in it for the same frame. INVALID_ARGUMENT on an empty set or a row out of range.
+  absl::StatusOr<GpModel> Subset(const std::vector<int>& rows) const;
 
   const KernelExpr& kernel() const { return kernel_; }
   int num_points() const { return static_cast<int>(y_.size()); }

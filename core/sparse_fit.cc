@@ -199,6 +199,13 @@ absl::Status SparseFitOptions::Validate() const {
   }
   if (restarts < 0) return absl::InvalidArgumentError("restarts: must be >= 0");
   if (kept_modes < 1) return absl::InvalidArgumentError("kept_modes: must be >= 1");
+  if (max_draws_factor < 1) return absl::InvalidArgumentError("max_draws_factor: must be >= 1");
+  if (exploration_points < 0) {
+    return absl::InvalidArgumentError("exploration_points: must be >= 0 (0 = no subsample)");
+  }
+  if (exploration_max_inducing < 1) {
+    return absl::InvalidArgumentError("exploration_max_inducing: must be >= 1");
+  }
   if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be >= 1");
   if (!(exploring_tolerance_factor >= 1.0) || !std::isfinite(exploring_tolerance_factor)) {
     return absl::InvalidArgumentError("exploring_tolerance_factor: must be finite and >= 1");
@@ -226,6 +233,17 @@ std::string SparseFitResult::Summary() const {
       objective == FitObjective::kMaximumLikelihood ? "MLL" : "MAP", num_inducing,
       SparseStopReasonName(stop_reason), lower, upper, gap(), gap_tolerance, log_prior,
       evaluations);
+  if (extra_draws > 0) {
+    absl::StrAppendFormat(&out, "  %d prior draws added to confirm the optimum\n", extra_draws);
+  }
+  if (may_not_be_global) {
+    absl::StrAppendFormat(&out, "  only %d start(s) reached the best optimum: it may not be global\n",
+                          starts_at_best);
+  }
+  if (exploration_points > 0) {
+    absl::StrAppendFormat(&out, "  starts explored on %d points: %d evaluations\n",
+                          exploration_points, exploration_evaluations);
+  }
   for (const Step& step : steps) {
     absl::StrAppendFormat(&out, "  m = %d: %d round(s), %d evaluations, [%.4f, %.4f]\n",
                           step.num_inducing, step.rounds, step.evaluations, step.lower, step.upper);
@@ -274,18 +292,13 @@ absl::StatusOr<Eigen::MatrixXd> SparseObjectiveHessian(const SparseGp& sparse,
   return Eigen::MatrixXd(0.5 * (hessian + hessian.transpose()));
 }
 
-absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
-                                          const ProgressCallback& progress) {
-  GPSEL_RETURN_IF_ERROR(options.Validate());
-  const int u = model.num_free();
-  for (size_t i = 0; i < options.extra_starts.size(); ++i) {
-    if (options.extra_starts[i].size() != u || !options.extra_starts[i].allFinite()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("extra_starts[", i, "]: needs ", u, " finite entries"));
-    }
-  }
+namespace {
+
+// The cap on m for `model` under `options` (max_inducing, n, the memory budget), and what sets
+// it; INVALID_ARGUMENT when the budget cannot hold one inducing point.
+absl::StatusOr<std::pair<int, SparseStopReason>> InducingCap(const GpModel& model,
+                                                             const SparseFitOptions& options) {
   const int n = model.num_points();
-  // The cap on m, and what sets it.
   int cap = n;
   SparseStopReason cap_reason = SparseStopReason::kAllPoints;
   if (options.max_inducing > 0 && options.max_inducing < cap) {
@@ -318,25 +331,92 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     cap = static_cast<int>(memory_cap);
     cap_reason = SparseStopReason::kMemoryCap;
   }
+  return std::pair{cap, cap_reason};
+}
 
-  SparseFitResult result;
-  result.objective = options.objective;
-  int m = std::min(options.initial_inducing, cap);
+// The gap tolerance at an ELBO of `lower` (SparseFitOptions::gap_tolerance).
+double GapTolerance(const SparseFitOptions& options, double lower) {
+  return std::max(options.gap_tolerance, options.relative_gap_tolerance * std::abs(lower));
+}
 
-  // Starts of the first fit.
-  std::vector<Eigen::VectorXd> starts = {model.prior_mean()};
-  {
-    std::mt19937_64 rng(options.seed);
-    std::normal_distribution<double> normal;
-    const Eigen::VectorXd mean = model.prior_mean(), sd = model.prior_sd();
-    for (int r = 0; r < options.restarts; ++r) {
-      Eigen::VectorXd draw(u);
-      for (int k = 0; k < u; ++k) draw(k) = mean(k) + sd(k) * normal(rng);
-      starts.push_back(draw);
-    }
-    for (const Eigen::VectorXd& s : options.extra_starts) starts.push_back(s);
+// The m to fit next after `m` (growth) at θ = `raw`: at least ⌈growth·m⌉ and at least the
+// smallest m of the growth sequence whose residual trace term t/(2σ²) is within `tolerance` —
+// UB − ELBO ≥ t/(2σ²) (the quadratic terms' difference is ≥ 0, sparse_gp.h), so a smaller m
+// cannot close the gap at this θ and fitting there would be wasted. One greedy selection at the
+// cap tells every m's trace (nested choice, InducingSelection::residual_trace_path); capped.
+int NextInducing(const GpModel& model, const SparseFitOptions& options, const Eigen::VectorXd& raw,
+                 int m, bool grow, int cap, double tolerance) {
+  int next = grow ? std::min(cap, static_cast<int>(std::ceil(options.growth * m))) : m;
+  absl::StatusOr<InducingSelection> z = Select(model, raw, cap);
+  if (!z.ok() || z->residual_trace_path.empty()) return next;
+  const double noise = model.NoiseVariance(raw);
+  const std::vector<double>& path = z->residual_trace_path;
+  const int selected = static_cast<int>(path.size());
+  while (next < cap && next < selected && path[next - 1] / (2.0 * noise) > tolerance) {
+    next = std::min(cap, static_cast<int>(std::ceil(options.growth * next)));
+  }
+  // Never below ⌈growth·m⌉ (nor capped at `selected`): m must grow every level, and a selection
+  // that runs out of variance before m ends the growth with kAllPoints.
+  return next;
+}
+
+// Rows of the exploration subsample: `count` distinct rows drawn with a generator seeded by
+// `seed`, plus each input column's smallest and largest row (so that a changepoint's frame, read
+// off the inputs' range, is the full data's), in ascending order.
+std::vector<int> ExplorationRows(const GpModel& model, int count, uint64_t seed) {
+  const int n = model.num_points();
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  for (int i = 0; i < count && i < n - 1; ++i) {  // a partial Fisher–Yates shuffle
+    const int j = i + static_cast<int>(rng() % static_cast<uint64_t>(n - i));
+    std::swap(order[i], order[j]);
+  }
+  std::vector<bool> take(n, false);
+  for (int i = 0; i < std::min(count, n); ++i) take[order[i]] = true;
+  const Eigen::MatrixXd& x = model.x();
+  for (Eigen::Index c = 0; c < x.cols(); ++c) {
+    Eigen::Index lo = 0, hi = 0;
+    x.col(c).minCoeff(&lo);
+    x.col(c).maxCoeff(&hi);
+    take[lo] = take[hi] = true;
+  }
+  std::vector<int> rows;
+  for (int i = 0; i < n; ++i) {
+    if (take[i]) rows.push_back(i);
+  }
+  return rows;
+}
+
+// Prior draws in one seeded stream: the first fit's `restarts`, then those added to confirm its
+// optimum (SparseFitOptions::max_draws_factor).
+class PriorDraws {
+ public:
+  PriorDraws(const GpModel& model, uint64_t seed)
+      : rng_(seed), mean_(model.prior_mean()), sd_(model.prior_sd()) {}
+  Eigen::VectorXd Next() {
+    Eigen::VectorXd draw(mean_.size());
+    for (Eigen::Index k = 0; k < draw.size(); ++k) draw(k) = mean_(k) + sd_(k) * normal_(rng_);
+    return draw;
   }
 
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_;
+  Eigen::VectorXd mean_, sd_;
+};
+
+// The growth of m on `model` from `starts` at m = `first_m` (FitSparse's banner), the first
+// level's multi-start confirmed with `draws` (null: no confirmation, e.g. starts that are modes
+// already): fills
+// `result` (θ̂, bounds, steps, the Hessian) and, if asked, the distinct modes of the last level's
+// first round, best first.
+absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, int cap,
+                        SparseStopReason cap_reason, const std::vector<Eigen::VectorXd>& starts,
+                        int first_m, PriorDraws* draws, const ProgressCallback& progress,
+                        SparseFitResult& result, std::vector<Eigen::VectorXd>* modes_out) {
+  const int u = model.num_free();
+  int m = first_m;
   // The fits while m grows may stop early (SparseFitOptions::exploring_*): each level starts
   // from the previous optimum and only the last one is reported, after a polish at the full
   // tolerance from its optimum (below).
@@ -346,7 +426,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   exploring.gradient_tolerance = options.gradient_tolerance * options.exploring_tolerance_factor;
   exploring.max_iterations =
       std::max(1, static_cast<int>(options.max_iterations * options.exploring_iteration_fraction));
-  try {
+  {
     Eigen::VectorXd theta;
     std::vector<int> indices;
     std::optional<SparseGp> sparse;
@@ -372,7 +452,23 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         std::vector<End> ends;
         bool gained = false;
         double round_gain = 0.0;
-        for (const Eigen::VectorXd& start : from) {
+        // The first level's multi-start confirms its optimum as the exact fit does (one rule,
+        // ConfirmationDraws in core/fit.h): prior draws are added, a round at a time, until two
+        // starts end at the best end point or the cap is reached.
+        const bool multi_start = round == 0 && theta.size() == 0 && draws != nullptr;
+        for (size_t k = 0;; ++k) {
+          if (k == from.size()) {
+            if (!multi_start || u == 0) break;
+            std::vector<double> values;
+            for (const End& end : ends) values.push_back(end.value);
+            const int more =
+                ConfirmationDraws(OptimumConfirmed(values), options.restarts + result.extra_draws,
+                                  options.restarts, options.max_draws_factor);
+            if (more == 0) break;
+            for (int d = 0; d < more; ++d) from.push_back(draws->Next());
+            result.extra_draws += more;
+          }
+          const Eigen::VectorXd start = from[k];  // a copy: `from` may grow
           absl::StatusOr<InducingSelection> z = Select(model, start, m);
           if (!z.ok()) continue;
           absl::StatusOr<SparseGp> candidate = SparseGp::Create(model, z->points, options.sparse);
@@ -402,6 +498,14 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
             gained = true;
           }
         }
+        if (multi_start) {
+          std::vector<double> values;
+          for (const End& end : ends) values.push_back(end.value);
+          double best = -std::numeric_limits<double>::infinity();
+          for (double v : values) best = std::max(best, v);
+          result.starts_at_best = StartsReaching(values, best);
+          result.may_not_be_global = u > 0 && options.restarts > 0 && result.starts_at_best < 2;
+        }
         if (round == 0) {
           // The best ends, distinct by value, best first (a stable sort: ties keep start order).
           std::stable_sort(ends.begin(), ends.end(),
@@ -426,10 +530,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
           // round here would do with fewer points (on sf_temps every 8th point the rounds below
           // the final m were a third of the evaluations).
           absl::StatusOr<SparseBounds> b = sparse->Bounds(theta);
-          const double tolerance =
-              b.ok() ? std::max(options.gap_tolerance,
-                                options.relative_gap_tolerance * std::abs(b->lower))
-                     : 0.0;
+          const double tolerance = b.ok() ? GapTolerance(options, b->lower) : 0.0;
           if (b.ok() && b->upper - b->lower > kGrowWithoutRoundsFactor * tolerance) break;
         }
       }
@@ -440,8 +541,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       result.steps.push_back(step);
       result.lower = bounds->lower;
       result.upper = bounds->upper;
-      result.gap_tolerance =
-          std::max(options.gap_tolerance, options.relative_gap_tolerance * std::abs(bounds->lower));
+      result.gap_tolerance = GapTolerance(options, bounds->lower);
       if (bounds->upper - bounds->lower <= result.gap_tolerance) {
         result.stop_reason = SparseStopReason::kGapTolerance;
         break;
@@ -454,10 +554,13 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         result.stop_reason = SparseStopReason::kAllPoints;
         break;
       }
-      m = std::min(cap, static_cast<int>(std::ceil(options.growth * m)));
+      m = NextInducing(model, options, theta, m, /*grow=*/true, cap, result.gap_tolerance);
       value = -std::numeric_limits<double>::infinity();
-      GPSEL_RETURN_IF_ERROR(
-          ReportProgress(progress, Progress{"sparse_fit", 0.0, absl::StrCat("m = ", m)}));
+      GPSEL_RETURN_IF_ERROR(ReportProgress(
+          progress, Progress{"sparse_fit", 0.0,
+                             absl::StrCat("m = ", m, " (gap ", step.upper - step.lower, " after ",
+                                          step.evaluations, " evaluations at m = ",
+                                          step.num_inducing, ")")}));
     }
     // Polish at the final m and Z with the full tolerance.
     if (std::optional<Optimum> polished =
@@ -474,6 +577,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         result.steps.back().upper = bounds->upper;
       }
     }
+    if (modes_out) *modes_out = modes;
     result.raw = theta;
     result.values = model.NaturalValues(theta);
     result.num_inducing = sparse->num_inducing();
@@ -488,6 +592,83 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       if (!hessian.ok()) return hessian.status();
       result.objective_hessian = *std::move(hessian);
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
+                                          const ProgressCallback& progress) {
+  GPSEL_RETURN_IF_ERROR(options.Validate());
+  const int u = model.num_free();
+  for (const auto* list : {&options.extra_starts, &options.warm_starts}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      if ((*list)[i].size() != u || !(*list)[i].allFinite()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(list == &options.extra_starts ? "extra_starts[" : "warm_starts[", i,
+                         "]: needs ", u, " finite entries"));
+      }
+    }
+  }
+  const int n = model.num_points();
+  GPSEL_ASSIGN_OR_RETURN(const auto capped, InducingCap(model, options));
+  const auto [cap, cap_reason] = capped;
+
+  SparseFitResult result;
+  result.objective = options.objective;
+  int m = std::min(options.initial_inducing, cap);
+
+  // Starts of the first fit: the prior mean, `restarts` prior draws, the extra starts.
+  std::vector<Eigen::VectorXd> starts = {model.prior_mean()};
+  PriorDraws draws(model, options.seed);
+  for (int r = 0; r < options.restarts; ++r) starts.push_back(draws.Next());
+  for (const Eigen::VectorXd& s : options.extra_starts) starts.push_back(s);
+  try {
+    // The multi-start on a subsample (SparseFitOptions::exploration_points): its modes, best
+    // first, are the full data's starts, at the m their residual trace asks for.
+    if (options.exploration_points > 0 && n > options.exploration_points && starts.size() > 1) {
+      const std::vector<int> rows = ExplorationRows(model, options.exploration_points, options.seed);
+      absl::StatusOr<GpModel> subset = model.Subset(rows);
+      if (!subset.ok()) return subset.status();
+      SparseFitOptions explore = options;
+      explore.exploration_points = 0;
+      explore.hessian_step = 0.0;
+      explore.max_inducing = options.exploration_max_inducing;
+      // Modes, not a closed gap, are what the subsample is for: one round per m (sf_temps: the
+      // re-selection rounds at its last m were a third of its evaluations).
+      explore.reselect_rounds = 1;
+      explore.warm_starts.clear();
+      absl::StatusOr<std::pair<int, SparseStopReason>> explore_cap = InducingCap(*subset, explore);
+      SparseFitResult explored;
+      std::vector<Eigen::VectorXd> modes;
+      if (explore_cap.ok() &&
+          GrowAndFit(*subset, explore, explore_cap->first, explore_cap->second, starts,
+                     std::min(options.initial_inducing, explore_cap->first), &draws, progress,
+                     explored, &modes)
+              .ok() &&
+          !modes.empty()) {
+        result.exploration_points = static_cast<int>(rows.size());
+        result.exploration_evaluations = explored.evaluations;
+        result.starts_at_best = explored.starts_at_best;
+        result.extra_draws = explored.extra_draws;
+        result.may_not_be_global = explored.may_not_be_global;
+        starts = modes;
+        // The ELBO grows about in proportion to n: the tolerance the full fit will apply.
+        const double tolerance = GapTolerance(
+            options, explored.lower * static_cast<double>(n) / static_cast<double>(rows.size()));
+        m = NextInducing(model, options, modes.front(), m, /*grow=*/false, cap, tolerance);
+        GPSEL_RETURN_IF_ERROR(ReportProgress(
+            progress, Progress{"sparse_fit", 0.0,
+                               absl::StrCat("explored ", rows.size(), " points in ",
+                                            explored.evaluations, " evaluations: ", modes.size(),
+                                            " mode(s); m = ", m)}));
+      }
+    }
+    const bool explored = result.exploration_points > 0;
+    for (const Eigen::VectorXd& warm : options.warm_starts) starts.push_back(warm);
+    GPSEL_RETURN_IF_ERROR(GrowAndFit(model, options, cap, cap_reason, starts, m,
+                                     explored ? nullptr : &draws, progress, result, nullptr));
   } catch (const SparseFitCancelled& cancelled) {
     return cancelled.status;
   }

@@ -65,7 +65,26 @@ struct SparseFitOptions {
   // previous optimum only.
   int restarts = 2;
   uint64_t seed = 0;
+  // The first level's multi-start confirms its optimum as the exact fit does
+  // (FitOptions::max_draws_factor, the shared rule ConfirmationDraws in core/fit.h): until two
+  // starts end at its best end point, `restarts` more prior draws a round, at most
+  // restarts × max_draws_factor draws in all; SparseFitResult::may_not_be_global says when the
+  // cap stopped it. 1 = exactly `restarts` draws.
+  int max_draws_factor = 4;
   std::vector<Eigen::VectorXd> extra_starts;
+  // With more than this many points and more than one start, the starts above are fitted on a
+  // subsample of this many rows (seeded by `seed`; each input column's extreme rows included),
+  // with m growing up to exploration_max_inducing (one round per m); the full data's fit then starts only from the
+  // subsample's distinct modes (kept_modes of them, best first), at the smallest m whose residual
+  // trace at the best mode can meet the gap tolerance (SparseFitOptions::growth sequence). The
+  // number of bound evaluations, not their O(n m²) cost, was what made the fit slow: on
+  // sf_temps (n = 8,759) the multi-start and the modes carried up every m were thousands of
+  // full-n evaluations (bench/RESULTS.md, "Issue 28 … eighteenth session"). 0 = never.
+  int exploration_points = 2048;
+  int exploration_max_inducing = 64;
+  // Started at the full data's first m as they are (never on the subsample), e.g. the other
+  // objective's optimum (core/sparse_score.cc).
+  std::vector<Eigen::VectorXd> warm_starts;
   // Distinct optima carried from one m to the next (the best first): at a small m the bound
   // favours smooth modes (their Q is good with few points), so the best at m = 16 need not be
   // the best at m = 64 (Mauna Loa, n = 131, C*SE+C*PER*SE: 23 nats of MAP lost with 1).
@@ -99,6 +118,16 @@ struct SparseFitResult {
   SparseStopReason stop_reason = SparseStopReason::kGapTolerance;
   double gap_tolerance = 0.0;  // the tolerance applied (absolute or relative, the larger)
   int evaluations = 0;         // bound evaluations with gradient, Hessian excluded
+  // The multi-start on a subsample (SparseFitOptions::exploration_points): its rows (0 = not
+  // made) and its bound evaluations (on the subsample, not in `evaluations`).
+  int exploration_points = 0;
+  int exploration_evaluations = 0;
+  // The multi-start's confirmation (SparseFitOptions::max_draws_factor; on the subsample when
+  // one was explored): starts ending within kSameOptimumNats of the best end point, prior draws
+  // added, and whether the cap stopped it with the best reached once ("may not be global").
+  int starts_at_best = 0;
+  int extra_draws = 0;
+  bool may_not_be_global = false;
   struct Step {
     int num_inducing = 0;
     int rounds = 0;  // select-and-fit rounds made at this m

@@ -464,6 +464,7 @@ absl::StatusOr<InducingSelection> SelectInducingPoints(const GpModel& model,
     residual(pivot) = 0.0;
     chosen[pivot] = true;
     selection.indices.push_back(static_cast<int>(pivot));
+    selection.residual_trace_path.push_back(residual.cwiseMax(0.0).sum());
   }
   const Index m = static_cast<Index>(selection.indices.size());
   selection.points.resize(m, x.cols());

@@ -140,6 +140,11 @@ struct InducingSelection {
   std::vector<int> indices;    // their row indices in x
   double residual_trace = 0;   // Σ_i (k(x_i,x_i) − Q(x_i,x_i)) after the last choice (ε = 0)
   double max_residual = 0;     // the largest conditional variance left
+  // residual_trace_path[j]: the residual trace with the first j + 1 points only. The greedy
+  // choice is nested (the first j points of a larger selection are the selection of j), so one
+  // selection at the cap tells every smaller m's trace: FitSparse reads the smallest m whose
+  // trace term t/(2σ²) — a lower bound on UB − ELBO — is within the gap tolerance.
+  std::vector<double> residual_trace_path;
 };
 
 // Greedy conditional variance (Burt, Rasmussen & van der Wilk 2020): repeatedly the point whose

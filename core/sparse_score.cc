@@ -83,8 +83,9 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
   }
   if (need_map) {
     SparseFitOptions fit = base;
-    // Cross-seeded from the MLL optimum, as the exact score's MAP fit is (core/fit.h).
-    if (score.mll_fit) fit.extra_starts.push_back(score.mll_fit->raw);
+    // Cross-seeded from the MLL optimum, as the exact score's MAP fit is (core/fit.h), at the full
+    // data (never refitted on the exploration subsample, SparseFitOptions::warm_starts).
+    if (score.mll_fit) fit.warm_starts.push_back(score.mll_fit->raw);
     fit.objective = FitObjective::kMaximumAPosteriori;
     if (!need_hessian) fit.hessian_step = 0.0;
     absl::StatusOr<SparseFitResult> result = FitSparse(model, fit, progress);

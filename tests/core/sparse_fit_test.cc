@@ -6,6 +6,8 @@
 #include "gpsel/core/sparse_fit.h"
 
 #include <cmath>
+#include <limits>
+#include <vector>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -187,6 +189,90 @@ TEST(SparseFitTest, SameOptionsSameBits) {
   EXPECT_EQ(a->upper, b->upper);
   EXPECT_EQ(a->inducing_indices, b->inducing_indices);
   EXPECT_EQ(a->objective_hessian, b->objective_hessian);
+}
+
+// The multi-start on a subsample (SparseFitOptions::exploration_points): the full fit starts from
+// its modes, its interval still brackets the exact log likelihood at θ̂, its optimum is not far
+// below the full multi-start's, and the bits do not depend on the thread count.
+TEST(SparseFitTest, ExploredOnASubsampleStillBracketsAndIsReproducible) {
+  const Dataset data = Standardized(LoadBundled("mauna_loa_monthly.csv"), 2);  // n = 261
+  const GpModel model = MakeModel(data, "C*SE+C*PER*SE");
+  SparseFitOptions options;
+  options.objective = FitObjective::kMaximumLikelihood;
+  options.hessian_step = 0.0;
+  options.exploration_points = 0;
+  absl::StatusOr<SparseFitResult> full = FitSparse(model, options);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->exploration_points, 0);
+  options.exploration_points = 120;
+  absl::StatusOr<SparseFitResult> explored = FitSparse(model, options);
+  ASSERT_TRUE(explored.ok()) << explored.status();
+  EXPECT_GE(explored->exploration_points, 120);  // plus the extreme rows
+  EXPECT_GT(explored->exploration_evaluations, 0);
+  const absl::StatusOr<double> exact = model.LogLikelihood(explored->raw);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_LE(explored->lower, *exact + 1e-6);
+  EXPECT_GE(explored->upper, *exact - 1e-6);
+  // Fewer full-data evaluations than the full multi-start; an optimum within a few nats of its.
+  EXPECT_LT(explored->evaluations, full->evaluations) << explored->Summary() << full->Summary();
+  EXPECT_GT(explored->lower, full->lower - 5.0) << explored->Summary() << full->Summary();
+  options.sparse.threads = 2;
+  absl::StatusOr<SparseFitResult> two = FitSparse(model, options);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->raw, explored->raw);
+  EXPECT_EQ(two->lower, explored->lower);
+}
+
+// A subset model is the model on those rows: the same likelihood as one built from them.
+TEST(SparseFitTest, SubsetModelEqualsTheModelOfItsRows) {
+  const Dataset data = Standardized(LoadBundled("nile.csv"));
+  const GpModel model = MakeModel(data, "C*SE");
+  const std::vector<int> rows = {0, 3, 7, 20, 50, 99};
+  absl::StatusOr<GpModel> subset = model.Subset(rows);
+  ASSERT_TRUE(subset.ok());
+  Dataset picked;
+  picked.x.resize(rows.size(), 1);
+  picked.y.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    picked.x(i, 0) = data.x(rows[i], 0);
+    picked.y(i) = data.y(rows[i]);
+  }
+  const GpModel direct = MakeModel(picked, "C*SE");
+  const Eigen::VectorXd raw = model.prior_mean();
+  EXPECT_DOUBLE_EQ(*subset->LogLikelihood(raw), *direct.LogLikelihood(raw));
+  EXPECT_EQ(model.Subset({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.Subset({0, 100000}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The exact fit's rule "one optimum per kernel" (ConfirmationDraws, core/fit.h): with factor 1
+// no draw is added; otherwise the best end point is reached twice or the fit says it may not be
+// global.
+TEST(SparseFitTest, MultiStartConfirmsItsOptimumAsTheExactFit) {
+  const Dataset data = Standardized(LoadBundled("sunspots_yearly.csv"), 3);
+  const GpModel model = MakeModel(data, "C*PER+SE");
+  SparseFitOptions options;
+  options.hessian_step = 0.0;
+  options.restarts = 1;
+  options.max_draws_factor = 1;
+  absl::StatusOr<SparseFitResult> once = FitSparse(model, options);
+  ASSERT_TRUE(once.ok());
+  EXPECT_EQ(once->extra_draws, 0);
+  options.max_draws_factor = 4;
+  absl::StatusOr<SparseFitResult> confirmed = FitSparse(model, options);
+  ASSERT_TRUE(confirmed.ok());
+  EXPECT_LE(confirmed->extra_draws, 3);
+  if (confirmed->may_not_be_global) {
+    EXPECT_EQ(confirmed->extra_draws, 3) << confirmed->Summary();
+    EXPECT_LT(confirmed->starts_at_best, 2);
+  } else {
+    EXPECT_GE(confirmed->starts_at_best, 2) << confirmed->Summary();
+  }
+  EXPECT_EQ(ConfirmationDraws(false, 2, 2, 4), 2);
+  EXPECT_EQ(ConfirmationDraws(false, 7, 2, 4), 1);
+  EXPECT_EQ(ConfirmationDraws(false, 8, 2, 4), 0);
+  EXPECT_EQ(ConfirmationDraws(true, 2, 2, 4), 0);
+  EXPECT_TRUE(OptimumConfirmed({1.0, 1.0005, -3.0}));
+  EXPECT_FALSE(OptimumConfirmed({1.0, 0.9, -std::numeric_limits<double>::infinity()}));
 }
 
 TEST(SparseFitTest, BadOptionsAreRefusedByName) {
