@@ -797,6 +797,29 @@ std::string ReportResult::Summary() const {
   return out;
 }
 
+absl::StatusOr<KernelScore> BestByMetric(const std::vector<KernelScore>& scores,
+                                         const std::string& metric) {
+  const KernelScore* best = nullptr;
+  for (const KernelScore& s : scores) {
+    auto it = s.metrics.find(metric);
+    if (it == s.metrics.end()) continue;
+    if (best == nullptr || it->second > best->metrics.at(metric)) best = &s;
+  }
+  if (best != nullptr) return *best;
+  // Why, from the first kernel that says; the lap0 hint only when lap0 was not the metric
+  // (issue 27: it was given after --metric lap0 too).
+  std::string why;
+  for (const KernelScore& s : scores) {
+    auto undefined = s.undefined_metrics.find(metric);
+    if (undefined != s.undefined_metrics.end()) {
+      why = absl::StrCat(" (", s.kernel, ": ", undefined->second, ")");
+      break;
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat("no kernel has a defined ", metric, why,
+                                                    metric == "lap0" ? "" : "; try --metric lap0"));
+}
+
 const FitResult* FitForMetric(const KernelScore& score, std::string_view metric) {
   const bool mll = metric == "mll" || metric == "aic" || metric == "bic";
   const std::optional<FitResult>& fit = mll ? score.mll_fit : score.map_fit;

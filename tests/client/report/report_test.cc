@@ -596,5 +596,31 @@ TEST(ReportSeveralColumnsTest, AxisTitlesFitAndEigenvalueLabelsKeepClearOfTheFlo
   }
 }
 
+// Issue 27: the report's "try --metric lap0" hint came even after --metric lap0. The choice
+// says why no kernel has the metric, and suggests lap0 only when another metric was asked for.
+TEST(BestByMetricTest, NamesWhyAndSuggestsLap0OnlyWhenItWasNotAskedFor) {
+  KernelScore a, b;
+  a.kernel = "SE";
+  b.kernel = "SE+LIN";
+  a.metrics["lap0"] = -3.0;
+  b.metrics["lap0"] = -1.0;
+  absl::StatusOr<KernelScore> best = BestByMetric({a, b}, "lap0");
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->kernel, "SE+LIN");
+  for (KernelScore* s : {&a, &b}) {
+    s->metrics.clear();
+    s->undefined_metrics["lap"] = "Hessian at the MAP optimum is not positive definite";
+    s->undefined_metrics["lap0"] = "no Hessian";
+  }
+  EXPECT_THAT(BestByMetric({a, b}, "lap").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("no kernel has a defined lap (SE: Hessian at the MAP"),
+                             HasSubstr("try --metric lap0"))));
+  EXPECT_THAT(BestByMetric({a, b}, "lap0").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("no kernel has a defined lap0 (SE: no Hessian)"),
+                             Not(HasSubstr("try --metric")))));
+}
+
 }  // namespace
 }  // namespace gpsel::report
