@@ -907,6 +907,10 @@ absl::StatusOr<KernelDescription> DescribeChosen(const ReportInputs& in) {
   if (units.x_range <= 0 && in.data.num_dims() == 1) {
     units.x_range = in.data.x.col(0).maxCoeff() - in.data.x.col(0).minCoeff();
   }
+  // Prior-dominated is a property of the MAP fit (KernelScore::prior_dominated).
+  if (fit->objective == FitObjective::kMaximumAPosteriori) {
+    units.prior_dominated = in.chosen.prior_dominated;
+  }
   if (ContainsChange(*kernel) && in.data.num_points() > 0) {
     // Changes are placed on column 0's range, with their Laplace sd (core/change_summary.h).
     units.x_min = in.data.x.col(0).minCoeff();
@@ -1011,7 +1015,8 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
         const std::string leaf = name.substr(0, name.rfind('.'));
         if (name != leaf && absl::StrContains(c.kernel, leaf)) own.push_back(name);
       }
-      if (own.empty()) continue;
+      // An ARD product's words name their prior-dominated lengthscales already (describe.cc).
+      if (own.empty() || absl::StrContains(c.text, "the prior's value")) continue;
       absl::StrAppend(&c.text, " — not structure: ", absl::StrJoin(own, ", "),
                       own.size() == 1 ? " is" : " are",
                       " prior-dominated (the prior's value, which the data do not determine)");
