@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include <Eigen/Eigenvalues>
@@ -27,6 +29,7 @@
 #include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/search.h"  // CandidateSeed (ScoreOptions::search_seeds)
 #include "gpsel/core/status_macros.h"
 
 namespace gpsel {
@@ -358,12 +361,14 @@ std::string FormatLaplaceRName(double r) { return absl::StrFormat("lap_r=%g", r)
 // parameters with the extra part switched off (core/internal/nested_embedding.h), as starts of the fit of
 // the same objective. A parent scored on another number of points or with y scaled otherwise
 // is skipped: its raw optimum would be a point of another likelihood (a caller's mistake, or a
-// ScoreRequest's nested_parents from elsewhere), so starting there would only cost time.
+// ScoreRequest's nested_parents from elsewhere), so starting there would only cost time. A
+// parent whose x was scaled otherwise (--scale-x auto: per column for SE[*], one factor for
+// SE[*] + LIN) is carried through its values in the user's units into this kernel's scaling.
 void AddNestedStarts(const KernelExpr& kernel, const GpModel& model, const ScoreOptions& options,
                      const KernelScore& score, FitOptions& fit) {
   for (const NestedParent& parent : options.nested_parents) {
     if (parent.score == nullptr || parent.kernel == kernel ||
-        !KernelContains(kernel, parent.kernel) ||
+        (!parent.one_fewer_base_kernel && !KernelContains(kernel, parent.kernel)) ||
         parent.score->num_points != score.num_points ||
         parent.score->standardized != score.standardized) {
       continue;
@@ -372,7 +377,8 @@ void AddNestedStarts(const KernelExpr& kernel, const GpModel& model, const Score
          {&parent.score->mll_fit, &parent.score->map_fit}) {
       if (!parent_fit->has_value()) continue;
       absl::StatusOr<NestedEmbedding> embedding = EmbedNestedOptimum(
-          parent.kernel, ModelRawValues(*parent.score, **parent_fit), kernel,
+          parent.kernel,
+          ModelRawValues(*parent.score, **parent_fit, score.x_scale, score.x_scales), kernel,
           fit.raw_lower_bound, fit.raw_upper_bound);
       if (!embedding.ok()) continue;
       StartPoint start;
@@ -439,13 +445,22 @@ void AddFitWarnings(const GpModel& model, const FitResult& fit, const ScoreOptio
                              : ": the data does not need this part, so the kernel without it "
                                "fits as well"));
     } else if (raw >= bounds.upper(k) - kOnBound * std::max(1.0, bounds.scale(k))) {
+      // What the bound is, in the units the value is printed in (core/fit_bounds.h): scaled to
+      // the data, or the fixed B on the model's x (converted into x's units when x was
+      // rescaled), on y's scale, or on a parameter without units.
+      const bool y_units = name == kNoiseName || absl::EndsWith(name, ".constant") ||
+                           absl::EndsWith(name, ".variance");
+      const double x_units = UserUnitsPerModelUnit(name, x_factor, x_factors);
+      const std::string what =
+          bounds.scale(k) > 1 ? ", the bound scaled to the data"
+          : depends_on_x_units && x_units != 1.0
+              ? ", the fixed bound on x as modelled (x rescaled), converted into x's units"
+          : depends_on_x_units ? ", the fixed bound, above twice x's range"
+          : y_units ? ", the fixed bound, on y's scale as modelled"
+                    : ", the fixed bound of a parameter without units";
       warnings->push_back(
           absl::StrFormat("%s fit: %s ends on its upper bound (%.4g%s) and would grow further; %s",
-                          label, name, natural,
-                          bounds.scale(k) > 1 ? ", the bound scaled to the data"
-                                              : ", the bound for unitless "
-                                                "or standardised values",
-                          remedy));
+                          label, name, natural, what, remedy));
     } else if (const double z = (raw - mean(k)) / sd(k); std::abs(z) > kPriorSdWarning) {
       const double units = UserUnitsPerModelUnit(name, x_factor, x_factors);
       const double offset = name == kNoiseName ? kNoiseFloor : 0.0;
@@ -795,6 +810,51 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
   return ScoreKernelImpl(data, kernel, options, &earlier, progress);
 }
 
+namespace {
+
+// ScoreOptions::sub_kernel_starts applies to kernels of at most this many base kernels (at most
+// 2^5 − 2 = 30 sub-kernels): an expanded SE[*] on ten columns would otherwise bring 1,022.
+constexpr int kMaxBaseKernelsForSubKernelStarts = 5;
+
+// The kernels left by removing one base kernel from `kernel` (a sum or product of two keeps the
+// other operand; a change node keeps both operands, each reduced in turn). Canonical, distinct.
+std::set<KernelExpr> OneBaseKernelFewer(const KernelExpr& kernel) {
+  std::set<KernelExpr> out;
+  if (kernel.is_base()) return out;
+  const std::vector<KernelExpr>& ops = kernel.operands;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    // nullopt: operand i dropped (a base operand of a sum or product).
+    std::vector<std::optional<KernelExpr>> replacements;
+    if (ops[i].is_base() && !kernel.is_change()) replacements.push_back(std::nullopt);
+    for (const KernelExpr& smaller : OneBaseKernelFewer(ops[i])) replacements.push_back(smaller);
+    for (const std::optional<KernelExpr>& replacement : replacements) {
+      std::vector<KernelExpr> rest;
+      for (size_t j = 0; j < ops.size(); ++j) {
+        if (j != i) rest.push_back(ops[j]);
+        else if (replacement.has_value()) rest.push_back(*replacement);
+      }
+      switch (kernel.kind) {
+        case KernelExpr::Kind::kSum:
+          out.insert(rest.size() == 1 ? rest[0] : KernelExpr::Sum(std::move(rest)));
+          break;
+        case KernelExpr::Kind::kProduct:
+          out.insert(rest.size() == 1 ? rest[0] : KernelExpr::Product(std::move(rest)));
+          break;
+        case KernelExpr::Kind::kChangePoint:
+          out.insert(KernelExpr::ChangePoint(rest[0], rest[1], kernel.active_dim));
+          break;
+        case KernelExpr::Kind::kChangeWindow:
+          out.insert(KernelExpr::ChangeWindow(rest[0], rest[1], kernel.active_dim));
+          break;
+        case KernelExpr::Kind::kBase: break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
                                                       const std::vector<KernelExpr>& given_kernels,
                                                       const ScoreOptions& options,
@@ -811,6 +871,24 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
       return expanded.status();
     }
     kernels.push_back(*std::move(expanded));
+  }
+  // Sub-kernels (ScoreOptions::sub_kernel_starts) after the given kernels: scored, not returned.
+  const size_t num_given = kernels.size();
+  // The text a search would seed each kernel with (ScoreOptions::search_seeds): as given (SE[*]
+  // unexpanded), for the sub-kernels their own.
+  std::vector<std::string> seed_texts;
+  for (const KernelExpr& given : given_kernels) seed_texts.push_back(ToString(given));
+  if (options.sub_kernel_starts && !score_round) {
+    std::set<KernelExpr> seen(kernels.begin(), kernels.end());
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      if (NumBaseKernels(kernels[i]) > kMaxBaseKernelsForSubKernelStarts) continue;
+      for (const KernelExpr& smaller : OneBaseKernelFewer(kernels[i])) {
+        if (seen.insert(smaller).second) {
+          kernels.push_back(smaller);
+          seed_texts.push_back(ToString(smaller));
+        }
+      }
+    }
   }
   // Fewer base kernels first: a kernel can only contain kernels of at most its size.
   std::vector<size_t> order(kernels.size());
@@ -844,7 +922,20 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
     for (size_t before = 0; before < position; ++before) {
       scored.push_back({kernels[order[before]], scores[order[before]]});
     }
-    return LargestContainedParents(kernels[order[position]], scored);
+    std::vector<NestedParent> parents = LargestContainedParents(kernels[order[position]], scored);
+    if (options.sub_kernel_starts && !score_round) {
+      const std::set<KernelExpr> fewer = OneBaseKernelFewer(kernels[order[position]]);
+      for (NestedParent parent : scored) {
+        if (parent.score == nullptr || fewer.count(parent.kernel) == 0) continue;
+        const bool already = std::any_of(parents.begin(), parents.end(), [&](const NestedParent& p) {
+          return p.kernel == parent.kernel;
+        });
+        if (already) continue;
+        parent.one_fewer_base_kernel = true;
+        parents.push_back(std::move(parent));
+      }
+    }
+    return parents;
   };
   if (score_round) {
     for (int round = 0; round < rounds; ++round) {
@@ -873,7 +964,14 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
       const size_t i = order[position];
       ScoreOptions kernel_options = options;
       kernel_options.nested_parents = parents_of(position);
+      if (options.search_seeds) {
+        kernel_options.fit.seed = CandidateSeed(options.fit.seed, seed_texts[i]);
+      }
       absl::StatusOr<KernelScore> score = ScoreKernel(data, kernels[i], kernel_options, progress);
+      if (!score.ok() && i >= num_given && !absl::IsCancelled(score.status()) &&
+          !absl::IsDeadlineExceeded(score.status())) {
+        continue;  // a sub-kernel that fails only offers no start
+      }
       if (!score.ok()) {
         if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
         return score.status();
@@ -882,7 +980,7 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
     }
   }
   std::vector<KernelScore> out;
-  for (const auto& score : scores) out.push_back(*score);
+  for (size_t i = 0; i < num_given; ++i) out.push_back(*scores[i]);
   return out;
 }
 
@@ -921,6 +1019,20 @@ std::map<std::string, double> ModelRawValues(const KernelScore& score, const Fit
   }
   for (size_t k = 0; k < score.parameter_names.size(); ++k) {
     if (static_cast<Eigen::Index>(k) < fit.raw.size()) raw[score.parameter_names[k]] = fit.raw(k);
+  }
+  return raw;
+}
+
+std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit,
+                                             double x_factor,
+                                             const std::vector<double>& x_factors) {
+  if (x_factor == score.x_scale && x_factors == score.x_scales) return ModelRawValues(score, fit);
+  std::map<std::string, double> raw;
+  // `values` holds every parameter, free and fixed, in the user's units (ScoreKernel).
+  for (const auto& [name, value] : fit.values) {
+    const double model_value = value / UserUnitsPerModelUnit(name, x_factor, x_factors) -
+                               (name == kNoiseName ? kNoiseFloor : 0.0);
+    raw[name] = InverseSoftplus(std::max(model_value, 1e-300));
   }
   return raw;
 }

@@ -80,6 +80,10 @@ struct KernelScore;
 struct NestedParent {
   KernelExpr kernel;
   std::shared_ptr<const KernelScore> score;
+  // `kernel` is the scored kernel with one base kernel removed (ScoreOptions::sub_kernel_starts):
+  // started from even where the embedding is approximate (a bare stationary summand that cannot
+  // be switched off, PER*RQ inside PER*RQ + PER), as a search's warm start from its parent is.
+  bool one_fewer_base_kernel = false;
 };
 
 // Of `scored`, the parents whose optima should start `kernel`'s fits: the kernels `kernel`
@@ -101,6 +105,25 @@ struct ScoreOptions {
   // SearchStep::kept_score). ScoreKernel starts from every one the kernel contains; ScoreKernels
   // adds the kernels it scores itself and passes each kernel LargestContainedParents.
   std::vector<NestedParent> nested_parents;
+  // ScoreKernels only: also score, first, every sub-kernel of each given kernel (the kernels
+  // left by removing base kernels one at a time, down to single base kernels: PER*RQ + PER →
+  // PER*RQ, PER + RQ, PER + PER → PER, RQ), each starting from the optima of those one base
+  // kernel smaller, and start each kernel's fits from them too: the chains a search may take to
+  // reach the kernel, so that `score` of a kernel alone reaches the optimum a search that built
+  // it reaches (issue 27: sunspots' PER*RQ + PER, −140.107 alone against the search's −137.353).
+  // The sub-kernels' scores are not returned. Cost: their fits, up to 2^L − 2 kernels of fewer
+  // base kernels for a kernel of L ≤ 5; a kernel of more base kernels (an expanded SE[*] on many
+  // columns) gets none (README, "One optimum per kernel"). Off when ScoreKernels
+  // scores in rounds (a score job's tasks index the request's kernels).
+  bool sub_kernel_starts = false;
+  // ScoreKernels only: each kernel's fits draw their prior starts from CandidateSeed(fit.seed,
+  // its canonical text) (core/search.h), the seed a search gives that kernel, instead of from
+  // fit.seed: on sunspots' PER*RQ + PER it is a prior draw of the search's seed, not its warm
+  // start, that reaches −137.353 (score with fit.seed 0: −140.107 after 22 starts). With
+  // sub_kernel_starts, `score` then makes every start the search makes for the kernel (its
+  // draws, and its parent's optimum among the sub-kernels'), and more. Off when ScoreKernels
+  // scores in rounds, like sub_kernel_starts.
+  bool search_seeds = false;
   std::vector<Metric> metrics;         // empty = the eight paper metrics
   std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
   HyperparameterSettings hyperparameters;
@@ -313,6 +336,14 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
 // Free raw values of every parameter of a fit of `score` by name (fixed ones included), in the
 // scaled model's raw space: what nested embeddings start from.
 std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit);
+// The same values for a model whose x is scaled by `x_factor` / `x_factors` (another kernel's
+// scaling under --scale-x auto, core/score.h ScaleInputs): the fit's natural values (user units)
+// through that scaling's UserUnitsPerModelUnit, so that an optimum passed from one kernel to a
+// kernel scaled otherwise (SE[*] per column → SE[*] + LIN by one factor) is the same point in
+// the user's units. Equal to ModelRawValues(score, fit) when the scalings are the same.
+std::map<std::string, double> ModelRawValues(const KernelScore& score, const FitResult& fit,
+                                             double x_factor,
+                                             const std::vector<double>& x_factors);
 
 }  // namespace gpsel
 

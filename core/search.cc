@@ -755,6 +755,9 @@ class KernelSearchRun {
   // kernel of the beam (recorded in step->expanded), each once, with its parent's warm start.
   std::vector<Slot> Candidates(int depth, const std::vector<KernelExpr>& beam, SearchStep* step);
   // Slot `kernel`, a child of `parent_kernel` (null for a base kernel) named `parent`.
+  // The parent's optimum in the raw space of `child`'s model (its x scaling may differ).
+  Eigen::VectorXd ParentOptimumInChildScaling(const CandidateScore& parent,
+                                              const KernelExpr& child) const;
   Slot MakeSlot(KernelExpr kernel, const KernelExpr* parent_kernel, const std::string& parent,
                 std::string derivation) const;
   // The phase after the steps: the best kernel, and each kept kernel of `kept_slots` (by step
@@ -1200,6 +1203,34 @@ absl::Status KernelSearchRun::StoreStep(std::vector<Slot>& slots, const std::vec
   return absl::OkStatus();
 }
 
+Eigen::VectorXd KernelSearchRun::ParentOptimumInChildScaling(const CandidateScore& parent,
+                                                             const KernelExpr& child) const {
+  // Under --scale-x auto on several columns the scaling depends on the kernel (per column for
+  // SE[*], one factor once a leaf reads every column), so the parent's raw optimum is a point of
+  // another model's x: it is carried through its natural values (user units) into the child's
+  // scaling instead (ModelRawValues), else SE[*] + LIN would start far from SE[*]'s optimum.
+  if (options_.score.scale_x.mode != XScaling::Mode::kAuto) return parent.raw_optimum;
+  const KernelScore& details = parent.details;
+  const FitResult* fit = nullptr;
+  for (const std::optional<FitResult>* f : {&details.mll_fit, &details.map_fit}) {
+    if (f->has_value() && (*f)->raw.size() == parent.raw_optimum.size() &&
+        (*f)->raw == parent.raw_optimum) {
+      fit = &**f;
+    }
+  }
+  absl::StatusOr<ScaledInputs> scaled =
+      ScaleInputs(data_, options_.score.scale_x, options_.score.hyperparameters, &child);
+  if (fit == nullptr || !scaled.ok()) return parent.raw_optimum;
+  const std::map<std::string, double> raw =
+      ModelRawValues(details, *fit, scaled->factor, scaled->column_factors);
+  Eigen::VectorXd out = parent.raw_optimum;
+  for (size_t k = 0; k < parent.parameter_names.size(); ++k) {
+    auto it = raw.find(parent.parameter_names[k]);
+    if (it != raw.end()) out(static_cast<Eigen::Index>(k)) = it->second;
+  }
+  return out;
+}
+
 KernelSearchRun::Slot KernelSearchRun::MakeSlot(KernelExpr kernel,
                                                 const KernelExpr* parent_kernel,
                                                 const std::string& parent,
@@ -1222,7 +1253,8 @@ KernelSearchRun::Slot KernelSearchRun::MakeSlot(KernelExpr kernel,
         parent_expanded.ok() && child_expanded.ok()) {
       absl::StatusOr<Eigen::VectorXd> warm = WarmStartFromParent(
           *parent_expanded, *child_expanded, options_.score.hyperparameters,
-          parent_score->second.parameter_names, parent_score->second.raw_optimum,
+          parent_score->second.parameter_names,
+          ParentOptimumInChildScaling(parent_score->second, *child_expanded),
           options_.score.fit.raw_lower_bound, options_.score.fit.raw_upper_bound);
       if (warm.ok()) {
         slot.warm_start = *std::move(warm);

@@ -154,17 +154,7 @@ absl::Status CompareKernels(Backend& backend, const Dataset& data,
     }
     return absl::OkStatus();
   }
-  const KernelScore* best = nullptr;
-  for (const KernelScore& s : in->scores) {
-    auto it = s.metrics.find(in->metric);
-    if (it == s.metrics.end()) continue;
-    if (best == nullptr || it->second > best->metrics.at(in->metric)) best = &s;
-  }
-  if (best == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no kernel has a defined ", in->metric, " (try --metric lap0)"));
-  }
-  in->chosen = *best;
+  GPSEL_ASSIGN_OR_RETURN(in->chosen, report::BestByMetric(in->scores, in->metric));
   return absl::OkStatus();
 }
 

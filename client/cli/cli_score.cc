@@ -33,6 +33,8 @@ struct ScoreFlags {
   JobFlags queue;
   std::string save_model;  // --save-model FILE
   std::string save_by;     // --save-by METRIC
+  // --no-search-starts: ScoreOptions::sub_kernel_starts and search_seeds.
+  bool sub_kernel_starts = true;
 };
 
 // "3/12d": starts at the optimum / starts, and the first letter of the winner's kind; a
@@ -197,6 +199,8 @@ int RunScore(const ScoreFlags& flags) {
   ScoreOptions options = *std::move(fit_options);
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;
+  options.sub_kernel_starts = flags.sub_kernel_starts;
+  options.search_seeds = flags.sub_kernel_starts;
   if (!flags.test_path.empty()) {
     FitFlags test_flags = flags.fit;
     test_flags.data_path = flags.test_path;
@@ -294,6 +298,12 @@ CommandRunner SetupScore(CLI::App& sub) {
   sub.add_option("--laplace-r", flags->laplace_r,
                  "extra Laplace variant with minimal correction r (repeatable)");
   AddFitFlags(sub, flags->fit);
+  sub.add_flag("--search-starts,!--no-search-starts", flags->sub_kernel_starts,
+               "start each kernel as a search that built it would: first score its sub-kernels "
+               "(base kernels removed one at a time, for kernels of at most 5) and start from "
+               "their optima, and draw its prior starts from the seed a search gives it, so that "
+               "score and search agree on a kernel's optimum; costs the sub-kernels' fits "
+               "(default; in-process only: a --server scores without)");
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   AddJobFlags(sub, flags->queue, "its kernels");
   sub.add_option("--save-model", flags->save_model,

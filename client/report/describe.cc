@@ -21,6 +21,7 @@ namespace {
 struct Factor {
   BaseKernel base = BaseKernel::kSE;
   std::map<std::string, double> values;  // by the base kernel's parameter name ("lengthscale")
+  std::map<std::string, std::string> names;  // the same parameters' full names ("SE[1].lengthscale")
   int column = -1;                       // the input column it reads (SE[1]); -1 = all of x
 };
 
@@ -40,6 +41,25 @@ struct Summand {
       if (f.base == base) return &f;
     }
     return nullptr;
+  }
+  // The stationary factors pinned to columns, when they read two columns or more: an ARD
+  // product (SE[*] expanded, SE[0]*SE[2]) has one lengthscale per column, none of which alone
+  // is "the" scale of the summand. Empty otherwise.
+  std::vector<const Factor*> PerColumnStationary() const {
+    std::vector<const Factor*> pinned;
+    std::set<int> columns;
+    for (const Factor& f : factors) {
+      if (IsStationary(f.base) && f.column >= 0) {
+        pinned.push_back(&f);
+        columns.insert(f.column);
+      }
+    }
+    if (columns.size() < 2) pinned.clear();
+    return pinned;
+  }
+  static bool IsStationary(BaseKernel base) {
+    return base == BaseKernel::kSE || base == BaseKernel::kMAT12 || base == BaseKernel::kMAT32 ||
+           base == BaseKernel::kMAT52 || base == BaseKernel::kRQ;
   }
   // The stationary factor with the shortest lengthscale (it sets how fast the product varies).
   const Factor* ShortestStationary() const {
@@ -99,10 +119,50 @@ std::string Smoothness(BaseKernel base) {
 // slowest one (Summand::slowest) down to a twentieth of the span (Mauna Loa's trend under a PER
 // summand varies over ~2.4 of 45 years and still carries the whole rise).
 bool IsTrend(const Summand& s, const Units& u) {
+  // An ARD product varies along several columns, each on its own scale: not a trend in x.
+  if (!s.PerColumnStationary().empty()) return false;
   const Factor* f = s.ShortestStationary();
   if (f == nullptr || u.x_range <= 0) return false;
   const double lengthscale = f->values.at("lengthscale");
   return lengthscale >= u.x_range / 5 || (s.slowest && lengthscale >= u.x_range / 20);
+}
+
+// The name of column `column` of x: the header's, else "x<column>".
+std::string ColumnName(int column, const Units& u) {
+  const bool named = column >= 0 && column < static_cast<int>(u.x_columns.size()) &&
+                     !u.x_columns[column].empty();
+  return named ? u.x_columns[column] : absl::StrCat("x", column);
+}
+
+// An ARD product's lengthscales, one per column in column order and in that column's units
+// ("about 28 in age, about 8 in bmi"); those the fit left at the prior's value
+// (Units::prior_dominated) said to be so, apart, as not structure. Empty unless the summand
+// reads two columns or more through pinned stationary factors (Summand::PerColumnStationary).
+std::string PerColumnLengthscales(const Summand& s, const Units& u) {
+  std::vector<const Factor*> factors = s.PerColumnStationary();
+  if (factors.empty()) return "";
+  std::stable_sort(factors.begin(), factors.end(),
+                   [](const Factor* a, const Factor* b) { return a->column < b->column; });
+  std::vector<std::string> determined, prior;
+  for (const Factor* f : factors) {
+    auto name = f->names.find("lengthscale");
+    const bool from_prior = name != f->names.end() &&
+                            std::find(u.prior_dominated.begin(), u.prior_dominated.end(),
+                                      name->second) != u.prior_dominated.end();
+    const std::string column = ColumnName(f->column, u);
+    const std::string unit = UnitFromColumnName(column);
+    const std::string text = absl::StrCat("about ", WithUnit(f->values.at("lengthscale"), unit),
+                                          " in ", column);
+    (from_prior ? prior : determined).push_back(text);
+  }
+  std::string out = determined.empty() ? "none determined by the data"
+                                       : absl::StrJoin(determined, ", ");
+  if (!prior.empty()) {
+    absl::StrAppend(&out, " (not structure: ", absl::StrJoin(prior, ", "),
+                    prior.size() == 1 ? " is" : " are",
+                    " the prior's value, which the data do not determine)");
+  }
+  return out;
 }
 
 // ---- the rule table ------------------------------------------------------------------------
@@ -143,6 +203,10 @@ const std::vector<Rule>& NounRules() {
        3, [](const Summand& s, const Units&) { return s.ShortestStationary() != nullptr; },
        [](const Summand& s, const Units& u) {
          const Factor& f = *s.ShortestStationary();
+         if (const std::string per_column = PerColumnLengthscales(s, u); !per_column.empty()) {
+           return absl::StrCat(Smoothness(f.base), " variations with one lengthscale per input ",
+                               "column: ", per_column);
+         }
          return absl::StrCat(Smoothness(f.base), " variations on a scale of ",
                              XLength(f.values.at("lengthscale"), u));
        }},
@@ -179,7 +243,10 @@ std::string PinnedColumns(const Summand& s, const Units& u) {
 const std::vector<Rule>& ModifierRules() {
   static const std::vector<Rule> rules = {
       {"input column",  // a factor pinned to one column of x (SE[1]): where the change happens
-       0, [](const Summand& s, const Units& u) { return !PinnedColumns(s, u).empty(); },
+       0,
+       [](const Summand& s, const Units& u) {
+         return !PinnedColumns(s, u).empty() && s.PerColumnStationary().empty();
+       },
        [](const Summand& s, const Units& u) { return absl::StrCat("in ", PinnedColumns(s, u)); }},
       {"amplitude",  // the component's size in y's units (not for a constant offset)
        0,
@@ -395,6 +462,7 @@ absl::StatusOr<KernelDescription> DescribeKernel(
       factor.base = leaf->base;
       factor.column = leaf->active_dim;
       for (const std::string& parameter : BaseKernelParameterNames(leaf->base)) {
+        factor.names[parameter] = (*names)[next_name].name;
         absl::StatusOr<double> v = value_of((*names)[next_name++].name);
         if (!v.ok()) return v.status();
         factor.values[parameter] = *v;

@@ -40,6 +40,10 @@ struct Units {
   // (…)". The report passes the mean of each regime's posterior (core/predict.h) over the
   // data on its side, plus y's mean.
   std::map<std::string, std::pair<double, double>> change_levels;
+  // Parameters the fit left at the prior's value (KernelScore::prior_dominated, full names such
+  // as "SE[1].lengthscale"): an ARD product's lengthscales among them are said to be the prior's,
+  // not structure.
+  std::vector<std::string> prior_dominated;
 };
 
 // One summand's words and the numbers they used (natural values in the user's units).

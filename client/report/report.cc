@@ -797,6 +797,29 @@ std::string ReportResult::Summary() const {
   return out;
 }
 
+absl::StatusOr<KernelScore> BestByMetric(const std::vector<KernelScore>& scores,
+                                         const std::string& metric) {
+  const KernelScore* best = nullptr;
+  for (const KernelScore& s : scores) {
+    auto it = s.metrics.find(metric);
+    if (it == s.metrics.end()) continue;
+    if (best == nullptr || it->second > best->metrics.at(metric)) best = &s;
+  }
+  if (best != nullptr) return *best;
+  // Why, from the first kernel that says; the lap0 hint only when lap0 was not the metric
+  // (issue 27: it was given after --metric lap0 too).
+  std::string why;
+  for (const KernelScore& s : scores) {
+    auto undefined = s.undefined_metrics.find(metric);
+    if (undefined != s.undefined_metrics.end()) {
+      why = absl::StrCat(" (", s.kernel, ": ", undefined->second, ")");
+      break;
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat("no kernel has a defined ", metric, why,
+                                                    metric == "lap0" ? "" : "; try --metric lap0"));
+}
+
 const FitResult* FitForMetric(const KernelScore& score, std::string_view metric) {
   const bool mll = metric == "mll" || metric == "aic" || metric == "bic";
   const std::optional<FitResult>& fit = mll ? score.mll_fit : score.map_fit;
@@ -883,6 +906,10 @@ absl::StatusOr<KernelDescription> DescribeChosen(const ReportInputs& in) {
   Units units = in.units;
   if (units.x_range <= 0 && in.data.num_dims() == 1) {
     units.x_range = in.data.x.col(0).maxCoeff() - in.data.x.col(0).minCoeff();
+  }
+  // Prior-dominated is a property of the MAP fit (KernelScore::prior_dominated).
+  if (fit->objective == FitObjective::kMaximumAPosteriori) {
+    units.prior_dominated = in.chosen.prior_dominated;
   }
   if (ContainsChange(*kernel) && in.data.num_points() > 0) {
     // Changes are placed on column 0's range, with their Laplace sd (core/change_summary.h).
@@ -988,7 +1015,8 @@ absl::StatusOr<ReportResult> WriteReport(const ReportInputs& in, const ReportOpt
         const std::string leaf = name.substr(0, name.rfind('.'));
         if (name != leaf && absl::StrContains(c.kernel, leaf)) own.push_back(name);
       }
-      if (own.empty()) continue;
+      // An ARD product's words name their prior-dominated lengthscales already (describe.cc).
+      if (own.empty() || absl::StrContains(c.text, "the prior's value")) continue;
       absl::StrAppend(&c.text, " — not structure: ", absl::StrJoin(own, ", "),
                       own.size() == 1 ? " is" : " are",
                       " prior-dominated (the prior's value, which the data do not determine)");

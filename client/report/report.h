@@ -93,6 +93,11 @@ struct ReportResult {
   std::string Summary() const;
 };
 
+// Of `scores`, the one with the highest `metric`; FAILED_PRECONDITION when no score has it
+// defined, saying why (the first kernel's reason) and suggesting lap0 unless it was lap0.
+absl::StatusOr<KernelScore> BestByMetric(const std::vector<KernelScore>& scores,
+                                         const std::string& metric);
+
 // The fit whose values a metric uses: MLL for mll/aic/bic, MAP otherwise (null when absent).
 const FitResult* FitForMetric(const KernelScore& score, std::string_view metric);
 

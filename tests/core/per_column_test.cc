@@ -3,16 +3,21 @@
 // (ScaleInputs, core/score.h), on the bundled diabetes regression (data/diabetes.csv: ten columns
 // in their own units). The ARD likelihood is checked against the closed form computed here.
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "gpsel/core/dataset.h"
+#include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/predict.h"
 #include "gpsel/core/score.h"
+#include "gpsel/core/search.h"
 #include "tests/core/bundled_data.h"
 #include "tests/status_matchers.h"
 
@@ -197,6 +202,81 @@ TEST(PerColumnTest, PriorsOfTheCopiesAreInTheirColumnsUnits) {
   EXPECT_EQ((*priors)[0].name, "SE[0].lengthscale");
   EXPECT_NEAR((*priors)[0].median / (*priors)[1].median,
               inputs->column_factors[0] / inputs->column_factors[1], 1e-12);
+}
+
+// Issue 27: under --scale-x auto, SE[*] is scaled per column and SE[*] + LIN by one factor
+// (LIN reads every column), so the parent's optimum must reach the child as the same point in
+// the user's units, not as the same raw numbers. With one prior draw and no data-informed
+// starts, the nested start decides: the child then fits at least as well as the parent it
+// contains (LIN switched off at a variance of 1e-13), in `score` (ScoreKernels' nested starts)
+// and in a search (the warm start from the parent).
+TEST(PerColumnTest, AKernelScaledOtherwiseStartsFromItsParentsOptimumInUserUnits) {
+  const Dataset data = Diabetes(120, {0, 2, 8});
+  ScoreOptions options = QuickOptions();
+  options.metrics = {Metric::kMll};
+  options.fit.restarts = 1;
+  options.fit.max_draws_factor = 1;
+  options.data_informed_starts = false;
+  options.scale_x.mode = XScaling::Mode::kAuto;
+  absl::StatusOr<std::vector<KernelScore>> scores =
+      ScoreKernels(data, {Kernel("SE[*]"), Kernel("SE[*]+LIN")}, options);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->size(), 2u);
+  ASSERT_EQ((*scores)[0].x_scales.size(), 3u);  // per column
+  ASSERT_TRUE((*scores)[1].x_scales.empty());   // one factor
+  EXPECT_GE((*scores)[1].metrics.at("mll"), (*scores)[0].metrics.at("mll") - 1e-6);
+
+  SearchOptions search;
+  search.base_kernels = {Kernel("SE[*]"), Kernel("LIN")};
+  search.max_depth = 2;
+  search.metric = "mll";
+  search.score = options;
+  absl::StatusOr<SearchResult> result = RunKernelSearch(data, search);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::map<std::string, double> by_kernel;
+  for (const SearchStep& step : result->steps) {
+    for (const CandidateRecord& c : step.candidates) {
+      if (c.ok) by_kernel[c.kernel] = c.score;
+    }
+  }
+  int checked = 0;
+  for (const SearchStep& step : result->steps) {
+    for (const CandidateRecord& c : step.candidates) {
+      if (!c.ok || !c.warm_started || !by_kernel.count(c.parent)) continue;
+      if (!KernelContains(*ExpandPerColumn(Kernel(c.kernel), 3),
+                          *ExpandPerColumn(Kernel(c.parent), 3))) {
+        continue;
+      }
+      EXPECT_GE(c.score, by_kernel[c.parent] - 1e-6) << c.kernel << " from " << c.parent;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Issue 27: the upper-bound warning called the bound "the bound for unitless or standardised
+// values" where the value it printed was that bound converted into the column's units. Age's
+// lengthscale on 120 patients runs to the bound: the warning says how the bound reads, and the
+// value it prints is the bound B = softplus(500) = 500 model units times age's factor.
+TEST(PerColumnTest, TheUpperBoundWarningSaysTheBoundIsInTheColumnsUnits) {
+  const Dataset data = Diabetes(120, {0, 5, 7});
+  ScoreOptions options = QuickOptions();
+  options.fit.seed = 0;  // (seeds 1 and 7 end below the bound: a flat ridge in age)
+  options.metrics = {Metric::kMll};
+  options.scale_x.mode = XScaling::Mode::kAuto;
+  absl::StatusOr<KernelScore> score = ScoreKernel(data, Kernel("SE[*]"), options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  ASSERT_EQ(score->x_scales.size(), 3u);
+  std::string warning;
+  for (const std::string& w : score->warnings) {
+    if (absl::StrContains(w, "SE[0].lengthscale ends on its upper bound")) warning = w;
+  }
+  ASSERT_FALSE(warning.empty()) << absl::StrJoin(score->warnings, "\n");
+  EXPECT_THAT(warning, HasSubstr("the fixed bound on x as modelled (x rescaled), converted into "
+                                 "x's units"));
+  EXPECT_THAT(warning, ::testing::Not(HasSubstr("unitless")));
+  const double bound = 500.0 * score->x_scales[0];
+  EXPECT_NEAR(score->mll_fit->values.at("SE[0].lengthscale"), bound, 1e-3 * bound);
 }
 
 }  // namespace

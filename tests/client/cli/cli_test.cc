@@ -93,7 +93,7 @@ const std::string kSunspots = std::string(GPSEL_DATA_DIR) + "/sunspots_yearly.cs
 
 // The fit's sureness in JSON, and warnings on stderr only (stdout stays parseable JSON).
 TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
-  CliRun run = RunGpsel("score --data " + kSunspots + " --kernel 'C*PER*SE' --json");
+  CliRun run = RunGpsel("score --data " + kSunspots + " --kernel 'C*PER*SE' --no-search-starts --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
   const auto& r = j["scores"][0];
@@ -121,7 +121,7 @@ TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
 
 TEST(CliTest, ScaleXAutoReportsValuesInTheFilesUnits) {
   CliRun run = RunGpsel("score --data " + kSunspots +
-                        " --kernel 'C*PER*SE' --metrics mll,map --scale-x auto --json");
+                        " --kernel 'C*PER*SE' --metrics mll,map --scale-x auto --no-search-starts --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json j = nlohmann::json::parse(run.out);
   const auto& r = j["scores"][0];
@@ -442,8 +442,10 @@ TEST(CliTest, SearchKeptScoresEqualScoreWithTheCandidateSeed) {
       if (candidate["kernel"] == kernel) seed = candidate["seed"].get<std::string>();  // uint64
     }
     ASSERT_FALSE(seed.empty());
-    CliRun score =
-        RunGpsel("score --data " + kExample + " --kernel '" + kernel + "' --seed " + seed + " --json");
+    // The plain score (--no-search-starts): the search's candidate seed given as is, and no
+    // sub-kernel starts, which this search (--no-warm-start) does not make either.
+    CliRun score = RunGpsel("score --data " + kExample + " --kernel '" + kernel + "' --seed " +
+                            seed + " --no-search-starts --json");
     ASSERT_EQ(score.exit_code, 0) << score.err;
     const nlohmann::json reference = nlohmann::json::parse(score.out)["scores"][0];
     for (const char* metric : {"mll", "map", "aic", "bic", "lap", "lap0", "lap_aic", "lap_bic"}) {

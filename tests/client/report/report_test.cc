@@ -177,6 +177,30 @@ TEST(DescribeKernelTest, PinnedKernelsNameTheirInputColumn) {
               Not(HasSubstr(" in ")));
 }
 
+// Issue 27: an ARD product (SE[*] expanded) was described by its shortest lengthscale, the
+// prior-dominated one included ("smooth variations on a scale of about 0.59"). It now gives one
+// lengthscale per column, in column order and each column's units, and says which are the
+// prior's value rather than structure.
+TEST(DescribeKernelTest, AnArdProductGivesOneLengthscalePerColumn) {
+  const std::map<std::string, double> values = {{"SE[0].lengthscale", 27.5},
+                                                {"SE[1].lengthscale", 0.59},
+                                                {"SE[2].lengthscale", 8.0},
+                                                {"noise", 1.0}};
+  Units units;
+  units.x_columns = {"age", "sex", "bmi"};
+  EXPECT_EQ(Describe("SE[0]*SE[1]*SE[2]", values, units),
+            "smooth variations with one lengthscale per input column: about 28 in age, about "
+            "0.59 in sex, about 8 in bmi, plus noise of sd 1");
+  units.prior_dominated = {"SE[1].lengthscale"};
+  EXPECT_EQ(Describe("SE[0]*SE[1]*SE[2]", values, units),
+            "smooth variations with one lengthscale per input column: about 28 in age, about 8 "
+            "in bmi (not structure: about 0.59 in sex is the prior's value, which the data do "
+            "not determine), plus noise of sd 1");
+  // A column named for a time unit gives its lengthscale that unit.
+  units.x_columns = {"age", "sex", "time (days)"};
+  EXPECT_THAT(Describe("SE[0]*SE[1]*SE[2]", values, units), HasSubstr("about 8 days in time"));
+}
+
 // Amplitudes are given per summand in y's units; a constant offset gets none.
 TEST(DescribeKernelTest, AmplitudesInYsUnits) {
   const std::map<std::string, double> values = {{"C#1.constant", 0.01}, {"PER.lengthscale", 1.3},
@@ -594,6 +618,32 @@ TEST(ReportSeveralColumnsTest, AxisTitlesFitAndEigenvalueLabelsKeepClearOfTheFlo
       if (side_by_side) EXPECT_GE(std::abs(note.y - other.y), 2 * half) << note.text;
     }
   }
+}
+
+// Issue 27: the report's "try --metric lap0" hint came even after --metric lap0. The choice
+// says why no kernel has the metric, and suggests lap0 only when another metric was asked for.
+TEST(BestByMetricTest, NamesWhyAndSuggestsLap0OnlyWhenItWasNotAskedFor) {
+  KernelScore a, b;
+  a.kernel = "SE";
+  b.kernel = "SE+LIN";
+  a.metrics["lap0"] = -3.0;
+  b.metrics["lap0"] = -1.0;
+  absl::StatusOr<KernelScore> best = BestByMetric({a, b}, "lap0");
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->kernel, "SE+LIN");
+  for (KernelScore* s : {&a, &b}) {
+    s->metrics.clear();
+    s->undefined_metrics["lap"] = "Hessian at the MAP optimum is not positive definite";
+    s->undefined_metrics["lap0"] = "no Hessian";
+  }
+  EXPECT_THAT(BestByMetric({a, b}, "lap").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("no kernel has a defined lap (SE: Hessian at the MAP"),
+                             HasSubstr("try --metric lap0"))));
+  EXPECT_THAT(BestByMetric({a, b}, "lap0").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("no kernel has a defined lap0 (SE: no Hessian)"),
+                             Not(HasSubstr("try --metric")))));
 }
 
 }  // namespace
