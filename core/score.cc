@@ -29,7 +29,7 @@
 #include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/linalg.h"
-#include "gpsel/core/search.h"  // CandidateSeed (ScoreOptions::search_seeds)
+#include "gpsel/core/search.h"  // CandidateSeed (ScoreOptions::search_starts)
 #include "gpsel/core/status_macros.h"
 
 namespace gpsel {
@@ -812,7 +812,7 @@ absl::StatusOr<KernelScore> ScoreKernelReusingFits(const Dataset& data, const Ke
 
 namespace {
 
-// ScoreOptions::sub_kernel_starts applies to kernels of at most this many base kernels (at most
+// ScoreOptions::search_starts applies to kernels of at most this many base kernels (at most
 // 2^5 − 2 = 30 sub-kernels): an expanded SE[*] on ten columns would otherwise bring 1,022.
 constexpr int kMaxBaseKernelsForSubKernelStarts = 5;
 
@@ -855,6 +855,25 @@ std::set<KernelExpr> OneBaseKernelFewer(const KernelExpr& kernel) {
 
 }  // namespace
 
+std::vector<KernelExpr> SubKernelsForSearchStarts(const std::vector<KernelExpr>& kernels) {
+  std::set<KernelExpr> seen(kernels.begin(), kernels.end());
+  std::vector<KernelExpr> out;
+  // Each new sub-kernel's own sub-kernels come after it: the loop runs over `out` as it grows.
+  auto add_those_of = [&](const KernelExpr& kernel) {
+    if (NumBaseKernels(kernel) > kMaxBaseKernelsForSubKernelStarts) return;
+    for (const KernelExpr& smaller : OneBaseKernelFewer(kernel)) {
+      if (seen.insert(smaller).second) out.push_back(smaller);
+    }
+  };
+  for (const KernelExpr& kernel : kernels) add_those_of(kernel);
+  for (size_t i = 0; i < out.size(); ++i) add_those_of(KernelExpr(out[i]));
+  return out;
+}
+
+bool SubKernelErrorOffersNoStart(const absl::Status& status) {
+  return !status.ok() && !absl::IsCancelled(status) && !absl::IsDeadlineExceeded(status);
+}
+
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
                                                       const std::vector<KernelExpr>& given_kernels,
                                                       const ScoreOptions& options,
@@ -872,40 +891,43 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
     }
     kernels.push_back(*std::move(expanded));
   }
-  // Sub-kernels (ScoreOptions::sub_kernel_starts) after the given kernels: scored, not returned.
+  // Sub-kernels (ScoreOptions::search_starts) after the given kernels: scored, not returned.
   const size_t num_given = kernels.size();
-  // The text a search would seed each kernel with (ScoreOptions::search_seeds): as given (SE[*]
+  // The text a search would seed each kernel with (ScoreOptions::search_starts): as given (SE[*]
   // unexpanded), for the sub-kernels their own.
   std::vector<std::string> seed_texts;
   for (const KernelExpr& given : given_kernels) seed_texts.push_back(ToString(given));
-  if (options.sub_kernel_starts && !score_round) {
-    std::set<KernelExpr> seen(kernels.begin(), kernels.end());
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      if (NumBaseKernels(kernels[i]) > kMaxBaseKernelsForSubKernelStarts) continue;
-      for (const KernelExpr& smaller : OneBaseKernelFewer(kernels[i])) {
-        if (seen.insert(smaller).second) {
-          kernels.push_back(smaller);
-          seed_texts.push_back(ToString(smaller));
-        }
-      }
+  if (options.search_starts) {
+    for (KernelExpr& smaller : SubKernelsForSearchStarts(kernels)) {
+      seed_texts.push_back(ToString(smaller));
+      kernels.push_back(std::move(smaller));
     }
   }
+  auto fit_seed_of = [&](size_t i) {
+    return options.search_starts ? CandidateSeed(options.fit.seed, seed_texts[i])
+                                 : options.fit.seed;
+  };
   // Fewer base kernels first: a kernel can only contain kernels of at most its size.
   std::vector<size_t> order(kernels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return NumBaseKernels(kernels[a]) < NumBaseKernels(kernels[b]);
   });
-  // Rounds (0-based): a kernel comes after every kernel of the call that it contains, so that
-  // when its round comes, every kernel of the call it may start from is scored. The kernels it
-  // contains come before it in `order` (they have fewer base kernels, or as many and come first).
+  // Rounds (0-based): a kernel comes after every kernel of the call that it contains (and, with
+  // search_starts, after its sub-kernels one base kernel smaller, which it may not contain
+  // exactly), so that when its round comes, every kernel of the call it may start from is
+  // scored. Those come before it in `order` (they have fewer base kernels, or as many and come
+  // first).
   std::vector<int> round_of(kernels.size(), 0);
   int rounds = 0;
   for (size_t position = 0; position < order.size(); ++position) {
     const size_t i = order[position];
+    const std::set<KernelExpr> fewer =
+        options.search_starts ? OneBaseKernelFewer(kernels[i]) : std::set<KernelExpr>{};
     for (size_t before = 0; before < position; ++before) {
       const size_t j = order[before];
-      if (kernels[j] != kernels[i] && KernelContains(kernels[i], kernels[j])) {
+      if (kernels[j] != kernels[i] &&
+          (KernelContains(kernels[i], kernels[j]) || fewer.count(kernels[j]) > 0)) {
         round_of[i] = std::max(round_of[i], round_of[j] + 1);
       }
     }
@@ -914,16 +936,17 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
 
   std::vector<std::shared_ptr<const KernelScore>> scores(kernels.size());
   // The parents of the kernel at `position`: of the kernels scored before the call and those
-  // before it in `order`, the largest it contains (LargestContainedParents). In rounds, the
-  // kernels before it that are not scored yet are ones it does not contain (their scores are
-  // still null, which LargestContainedParents skips), so the parents are the same either way.
+  // before it in `order`, the largest it contains (LargestContainedParents), and with
+  // search_starts its sub-kernels one base kernel smaller. In rounds, the kernels before it that
+  // are not scored yet are ones it does not start from (their scores are still null, which both
+  // rules skip), so the parents are the same either way.
   auto parents_of = [&](size_t position) {
     std::vector<NestedParent> scored = options.nested_parents;
     for (size_t before = 0; before < position; ++before) {
       scored.push_back({kernels[order[before]], scores[order[before]]});
     }
     std::vector<NestedParent> parents = LargestContainedParents(kernels[order[position]], scored);
-    if (options.sub_kernel_starts && !score_round) {
+    if (options.search_starts) {
       const std::set<KernelExpr> fewer = OneBaseKernelFewer(kernels[order[position]]);
       for (NestedParent parent : scored) {
         if (parent.score == nullptr || fewer.count(parent.kernel) == 0) continue;
@@ -937,11 +960,26 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
     }
     return parents;
   };
+  // A sub-kernel that cannot be scored only offers no start; the given kernels' errors fail the
+  // call with the index of the kernel.
+  auto record = [&](size_t i, absl::StatusOr<KernelScore> score) -> absl::Status {
+    if (!score.ok() && i >= num_given && SubKernelErrorOffersNoStart(score.status())) {
+      return absl::OkStatus();
+    }
+    if (!score.ok()) {
+      if (failed_kernel != nullptr && i < num_given) *failed_kernel = static_cast<int>(i);
+      return score.status();
+    }
+    scores[i] = std::make_shared<const KernelScore>(*std::move(score));
+    return absl::OkStatus();
+  };
   if (score_round) {
     for (int round = 0; round < rounds; ++round) {
       std::vector<KernelToScore> batch;
       for (size_t position = 0; position < order.size(); ++position) {
-        if (round_of[order[position]] == round) batch.push_back({order[position], parents_of(position)});
+        const size_t i = order[position];
+        if (round_of[i] != round) continue;
+        batch.push_back({i, kernels[i], fit_seed_of(i), parents_of(position), i >= num_given});
       }
       const ProgressCallback round_progress = [&progress, round, rounds](const Progress& inner) {
         if (inner.poll_only) return ReportProgress(progress, inner);
@@ -949,14 +987,22 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
         outer.fraction = (round + std::clamp(inner.fraction, 0.0, 1.0)) / rounds;
         return ReportProgress(progress, outer);
       };
-      absl::StatusOr<std::vector<KernelScore>> scored = score_round(round + 1, batch, round_progress);
+      absl::StatusOr<std::vector<std::optional<KernelScore>>> scored =
+          score_round(round + 1, batch, round_progress);
       if (!scored.ok()) return scored.status();
       if (scored->size() != batch.size()) {
         return absl::InternalError(absl::StrCat("ScoreKernels: ", scored->size(),
                                                 " scores for a round of ", batch.size()));
       }
       for (size_t k = 0; k < batch.size(); ++k) {
-        scores[batch[k].index] = std::make_shared<const KernelScore>(std::move((*scored)[k]));
+        std::optional<KernelScore>& score = (*scored)[k];
+        if (!score.has_value() && !batch[k].start_only) {
+          return absl::InternalError(absl::StrCat("ScoreKernels: no score for ",
+                                                  ToString(batch[k].kernel)));
+        }
+        if (score.has_value()) {
+          scores[batch[k].index] = std::make_shared<const KernelScore>(*std::move(score));
+        }
       }
     }
   } else {
@@ -964,19 +1010,8 @@ absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
       const size_t i = order[position];
       ScoreOptions kernel_options = options;
       kernel_options.nested_parents = parents_of(position);
-      if (options.search_seeds) {
-        kernel_options.fit.seed = CandidateSeed(options.fit.seed, seed_texts[i]);
-      }
-      absl::StatusOr<KernelScore> score = ScoreKernel(data, kernels[i], kernel_options, progress);
-      if (!score.ok() && i >= num_given && !absl::IsCancelled(score.status()) &&
-          !absl::IsDeadlineExceeded(score.status())) {
-        continue;  // a sub-kernel that fails only offers no start
-      }
-      if (!score.ok()) {
-        if (failed_kernel != nullptr) *failed_kernel = static_cast<int>(i);
-        return score.status();
-      }
-      scores[i] = std::make_shared<const KernelScore>(*std::move(score));
+      kernel_options.fit.seed = fit_seed_of(i);
+      GPSEL_RETURN_IF_ERROR(record(i, ScoreKernel(data, kernels[i], kernel_options, progress)));
     }
   }
   std::vector<KernelScore> out;

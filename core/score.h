@@ -80,7 +80,7 @@ struct KernelScore;
 struct NestedParent {
   KernelExpr kernel;
   std::shared_ptr<const KernelScore> score;
-  // `kernel` is the scored kernel with one base kernel removed (ScoreOptions::sub_kernel_starts):
+  // `kernel` is the scored kernel with one base kernel removed (ScoreOptions::search_starts):
   // started from even where the embedding is approximate (a bare stationary summand that cannot
   // be switched off, PER*RQ inside PER*RQ + PER), as a search's warm start from its parent is.
   bool one_fewer_base_kernel = false;
@@ -105,25 +105,22 @@ struct ScoreOptions {
   // SearchStep::kept_score). ScoreKernel starts from every one the kernel contains; ScoreKernels
   // adds the kernels it scores itself and passes each kernel LargestContainedParents.
   std::vector<NestedParent> nested_parents;
-  // ScoreKernels only: also score, first, every sub-kernel of each given kernel (the kernels
-  // left by removing base kernels one at a time, down to single base kernels: PER*RQ + PER →
-  // PER*RQ, PER + RQ, PER + PER → PER, RQ), each starting from the optima of those one base
-  // kernel smaller, and start each kernel's fits from them too: the chains a search may take to
-  // reach the kernel, so that `score` of a kernel alone reaches the optimum a search that built
-  // it reaches (issue 27: sunspots' PER*RQ + PER, −140.107 alone against the search's −137.353).
-  // The sub-kernels' scores are not returned. Cost: their fits, up to 2^L − 2 kernels of fewer
-  // base kernels for a kernel of L ≤ 5; a kernel of more base kernels (an expanded SE[*] on many
-  // columns) gets none (README, "One optimum per kernel"). Off when ScoreKernels
-  // scores in rounds (a score job's tasks index the request's kernels).
-  bool sub_kernel_starts = false;
-  // ScoreKernels only: each kernel's fits draw their prior starts from CandidateSeed(fit.seed,
-  // its canonical text) (core/search.h), the seed a search gives that kernel, instead of from
-  // fit.seed: on sunspots' PER*RQ + PER it is a prior draw of the search's seed, not its warm
-  // start, that reaches −137.353 (score with fit.seed 0: −140.107 after 22 starts). With
-  // sub_kernel_starts, `score` then makes every start the search makes for the kernel (its
-  // draws, and its parent's optimum among the sub-kernels'), and more. Off when ScoreKernels
-  // scores in rounds, like sub_kernel_starts.
-  bool search_seeds = false;
+  // ScoreKernels only: start each kernel as a search that built it would (issue 27: one kernel,
+  // one optimum whatever the command). Two parts:
+  // - also score, first, every sub-kernel of each given kernel (the kernels left by removing
+  //   base kernels one at a time, down to single base kernels: PER*RQ + PER → PER*RQ, PER + RQ,
+  //   PER + PER → PER, RQ), each starting from the optima of those one base kernel smaller, and
+  //   start each kernel's fits from them too: the chains a search may take to reach the kernel;
+  // - draw each kernel's prior starts from CandidateSeed(fit.seed, its text) (core/search.h), the
+  //   seed a search gives that kernel, instead of from fit.seed: on sunspots' PER*RQ + PER it is
+  //   a prior draw of the search's seed, not its warm start, that reaches −137.353 (score with
+  //   fit.seed 0: −140.107 after 22 starts).
+  // So `score` makes every start the search makes for the kernel, and more. The sub-kernels'
+  // scores are not returned. Cost: their fits, up to 2^L − 2 kernels of fewer base kernels for a
+  // kernel of L ≤ 5; a kernel of more base kernels (an expanded SE[*] on many columns) gets none
+  // (README, "One optimum per kernel"). In rounds (a score job), the sub-kernels are entries of
+  // the rounds too (KernelToScore::start_only).
+  bool search_starts = false;
   std::vector<Metric> metrics;         // empty = the eight paper metrics
   std::vector<double> laplace_r;       // extra Laplace variants with these minimal corrections r
   HyperparameterSettings hyperparameters;
@@ -318,13 +315,27 @@ absl::StatusOr<ScaledInputs> ScaleInputs(const Dataset& data, const XScaling& sc
 // server/jobs/score_job.h); the results are the same, since a kernel's score depends only on its own
 // inputs and its parents' scores.
 struct KernelToScore {
-  size_t index = 0;                         // into `kernels`
+  size_t index = 0;                          // into the call's kernels, then its sub-kernels
+  KernelExpr kernel;                         // the kernel to score (BASE[*] expanded)
+  uint64_t fit_seed = 0;                     // its fits' seed (ScoreOptions::search_starts)
   std::vector<NestedParent> nested_parents;  // what its fits start from (LargestContainedParents)
+  // A sub-kernel (ScoreOptions::search_starts): scored only for the starts its optima offer, so
+  // a scorer that cannot score it (an error other than cancellation or a deadline) returns no
+  // score for it rather than failing the call, as ScoreKernels does when it scores it itself.
+  bool start_only = false;
 };
-// Scores one round: for each entry, in order, exactly what ScoreKernel(data, kernels[index],
-// options with nested_parents = entry.nested_parents) returns. `round` is 1-based. An error
-// fails the whole ScoreKernels call with it.
-using KernelRoundScorer = std::function<absl::StatusOr<std::vector<KernelScore>>(
+// Scores one round: for each entry, in order, exactly what ScoreKernel(data, entry.kernel,
+// options with fit.seed = entry.fit_seed and nested_parents = entry.nested_parents) returns;
+// nullopt only for a start_only entry it could not score. `round` is 1-based. An error fails
+// the whole ScoreKernels call with it.
+// The sub-kernels ScoreKernels also scores with ScoreOptions::search_starts, for `kernels`
+// (BASE[*] expanded): those left by removing base kernels one at a time, down to single base
+// kernels, each once and none of `kernels`; kernels of more than 5 base kernels get none.
+std::vector<KernelExpr> SubKernelsForSearchStarts(const std::vector<KernelExpr>& kernels);
+// Whether a sub-kernel's scoring error (ScoreOptions::search_starts) only means it offers no
+// start: any error but a cancellation or a deadline, which stop the whole call.
+bool SubKernelErrorOffersNoStart(const absl::Status& status);
+using KernelRoundScorer = std::function<absl::StatusOr<std::vector<std::optional<KernelScore>>>(
     int round, const std::vector<KernelToScore>& entries, const ProgressCallback& progress)>;
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
                                                       const std::vector<KernelExpr>& kernels,

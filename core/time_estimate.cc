@@ -168,7 +168,21 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
   double evaluations = 0.0;
   int most_starts = 0;
   bool any_sparse = false;
-  for (const KernelExpr& kernel : kernels) {
+  // With search_starts, the sub-kernels ScoreKernels scores first are fits too.
+  std::vector<KernelExpr> scored = kernels;
+  size_t num_sub_kernels = 0;
+  if (options.search_starts) {
+    std::vector<KernelExpr> expanded;
+    for (const KernelExpr& kernel : kernels) {
+      absl::StatusOr<KernelExpr> e = ExpandPerColumn(kernel, static_cast<int>(data.x.cols()));
+      if (e.ok()) expanded.push_back(*std::move(e));
+    }
+    for (KernelExpr& sub : SubKernelsForSearchStarts(expanded)) {
+      scored.push_back(std::move(sub));
+      ++num_sub_kernels;
+    }
+  }
+  for (const KernelExpr& kernel : scored) {
     const int starts = options.fit.restarts + ExtraStarts(kernel);
     most_starts = std::max(most_starts, starts);
     const bool sparse = ChooseApproximation(data, kernel, options).sparse;
@@ -185,7 +199,11 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
   estimate.breakdown = absl::StrFormat(
       "n = %d: %d kernel(s) × %d fit(s) × %s%d starts, ~%.0f likelihood evaluations on %d "
       "thread(s)",
-      n, kernels.size(), fits, kernels.size() > 1 ? "≤ " : "", most_starts, evaluations, threads);
+      n, scored.size(), fits, scored.size() > 1 ? "≤ " : "", most_starts, evaluations, threads);
+  if (num_sub_kernels > 0) {
+    absl::StrAppendFormat(&estimate.breakdown, "; %d of the kernels are sub-kernels (search starts)",
+                          num_sub_kernels);
+  }
   if (any_sparse) {
     absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d",
                           SparseInducing(n, options.approx));

@@ -33,8 +33,8 @@ struct ScoreFlags {
   JobFlags queue;
   std::string save_model;  // --save-model FILE
   std::string save_by;     // --save-by METRIC
-  // --search-starts: ScoreOptions::sub_kernel_starts and search_seeds (in-process only).
-  bool sub_kernel_starts = false;
+  // --search-starts: ScoreOptions::search_starts (in-process, over gRPC and in score jobs).
+  bool search_starts = false;
 };
 
 // "3/12d": starts at the optimum / starts, and the first letter of the winner's kind; a
@@ -199,15 +199,7 @@ int RunScore(const ScoreFlags& flags) {
   ScoreOptions options = *std::move(fit_options);
   options.metrics = *metrics;
   options.laplace_r = flags.laplace_r;
-  if (flags.sub_kernel_starts && remote) {
-    // The ScoreRequest does not carry these starts: a server would score without them and give
-    // other numbers than the same command in-process.
-    return ReportError(absl::InvalidArgumentError(
-        "--search-starts: runs in-process only (the score request over gRPC does not carry "
-        "it); drop --server, or drop --search-starts"));
-  }
-  options.sub_kernel_starts = flags.sub_kernel_starts;
-  options.search_seeds = flags.sub_kernel_starts;
+  options.search_starts = flags.search_starts;
   if (!flags.test_path.empty()) {
     FitFlags test_flags = flags.fit;
     test_flags.data_path = flags.test_path;
@@ -305,12 +297,12 @@ CommandRunner SetupScore(CLI::App& sub) {
   sub.add_option("--laplace-r", flags->laplace_r,
                  "extra Laplace variant with minimal correction r (repeatable)");
   AddFitFlags(sub, flags->fit);
-  sub.add_flag("--search-starts,!--no-search-starts", flags->sub_kernel_starts,
+  sub.add_flag("--search-starts,!--no-search-starts", flags->search_starts,
                "start each kernel as a search that built it would: first score its sub-kernels "
                "(base kernels removed one at a time, for kernels of at most 5) and start from "
                "their optima, and draw its prior starts from the seed a search gives it, so that "
                "score and search agree on a kernel's optimum; costs the sub-kernels' fits "
-               "(about 2.5x on sunspots' PER*RQ+PER; off by default; in-process only)");
+               "(about 2.5x on sunspots' PER*RQ+PER; off by default; the estimate counts them)");
   AddRemoteFlags(sub, flags->remote, /*server_required=*/false);
   AddJobFlags(sub, flags->queue, "its kernels");
   sub.add_option("--save-model", flags->save_model,

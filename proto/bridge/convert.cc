@@ -298,6 +298,7 @@ absl::StatusOr<ScoreOptions> ScoreOptionsFromProto(const v1::ScoreRequest& reque
     }
   }
   options.laplace_r.assign(request.laplace_r().begin(), request.laplace_r().end());
+  options.search_starts = request.search_starts();
   // Scores of kernels the caller had already (core/score.h NestedParent): their optima become
   // extra starts, so a non-finite value would only be a start that fails; it is refused here.
   for (int i = 0; i < request.nested_parents_size(); ++i) {
@@ -342,6 +343,7 @@ void ScoreOptionsToProto(const ScoreOptions& options, v1::ScoreRequest* request)
   request->clear_laplace_r();
   for (double r : options.laplace_r) request->add_laplace_r(r);
   NestedParentsToProto(options.nested_parents, request);
+  request->set_search_starts(options.search_starts);
   if (options.test != nullptr) {
     ToProto(*options.test, request->mutable_test());
   } else {

@@ -198,7 +198,7 @@ class Client:
               priors: Optional[Dict[str, tuple]] = None, missing: str = "error",
               x_unit: str = "years", approx: Optional[str] = None,
               inducing_points: Optional[int] = None,
-              test: Optional[tuple] = None) -> ScoreResult:
+              test: Optional[tuple] = None, search_starts: bool = False) -> ScoreResult:
         """Scores each kernel on (x, y) with the paper's metrics (all eight unless `metrics`).
 
         x, y: arrays (x 1-D or n×d; datetime columns become decimal years, or days with
@@ -210,12 +210,15 @@ class Client:
         (mean, sd)}. approx: "exact" (default), "sparse" (every metric an interval, up to 10^6
         points) or "auto" (exact when estimated at most 60 s); inducing_points: m; test:
         held-out (x_test, y_test), whose test log-likelihood and predictive log density each fit
-        then reports (KernelScore.held_out).
+        then reports (KernelScore.held_out). search_starts: start each kernel as a search that
+        built it would (its sub-kernels scored first, the search's seed), so that score and
+        search agree on its optimum; costs the sub-kernels' fits.
         """
         request = self._score_request(x, y, data, kernels, metrics, n_restarts_optimizer,
                                       random_state, normalize_y, scale_x, fixed, priors, missing,
                                       x_unit, test)
         self._approx(request.fit, approx, inducing_points)
+        request.search_starts = bool(search_starts)
         response = self._call(self._stub.Score, request)
         return ScoreResult([KernelScore.from_proto(s) for s in response.scores])
 
@@ -341,13 +344,15 @@ class Client:
     def submit_score(self, x=None, y=None, *, request_id: Optional[str] = None, data=None,
                      kernels="SE", metrics=None, n_restarts_optimizer=None, random_state=None,
                      normalize_y=True, scale_x=None, fixed=None, priors=None, missing="error",
-                     x_unit="years", approx=None, inducing_points=None) -> Job:
+                     x_unit="years", approx=None, inducing_points=None,
+                     search_starts=False) -> Job:
         """score() as a job on the server's queue (any replica may fit each kernel)."""
         request = pb.SubmitScoreRequest(request_id=request_id or uuid.uuid4().hex)
         request.score.CopyFrom(self._score_request(
             x, y, data, kernels, metrics, n_restarts_optimizer, random_state, normalize_y,
             scale_x, fixed, priors, missing, x_unit))
         self._approx(request.score.fit, approx, inducing_points)
+        request.score.search_starts = bool(search_starts)
         return Job.from_proto(self._call(self._stub.SubmitScore, request).job)
 
     def submit_search(self, x=None, y=None, *, request_id: Optional[str] = None, data=None,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/status_macros.h"
 #include "gpsel/proto/bridge/convert.h"
@@ -28,27 +29,42 @@ absl::StatusOr<std::string> RunScoreJob(std::string_view request_bytes,
   if (tasks != nullptr) {
     score_round = [&request, tasks](int round, const std::vector<KernelToScore>& entries,
                                     const ProgressCallback& round_progress)
-        -> absl::StatusOr<std::vector<KernelScore>> {
+        -> absl::StatusOr<std::vector<std::optional<KernelScore>>> {
       std::vector<std::string> requests;
       requests.reserve(entries.size());
       for (const KernelToScore& entry : entries) {
         v1::ScoreKernelTask task;
         *task.mutable_score() = request.score();
+        task.mutable_score()->mutable_fit()->set_seed(entry.fit_seed);
         bridge::NestedParentsToProto(entry.nested_parents, task.mutable_score());
-        task.set_kernel_index(static_cast<int>(entry.index));
+        int parent_index = 0;  // NestedParentsToProto keeps the parents that have a score
+        for (const NestedParent& parent : entry.nested_parents) {
+          if (parent.score == nullptr) continue;
+          if (parent.one_fewer_base_kernel) task.add_one_fewer_base_kernel_parents(parent_index);
+          ++parent_index;
+        }
+        if (entry.start_only) {
+          task.set_kernel(ToString(entry.kernel));
+        } else {
+          task.set_kernel_index(static_cast<int>(entry.index));
+        }
         requests.push_back(task.SerializeAsString());
       }
       // One kernel at a time on this worker: a kernel's fits use the request's threads already.
       absl::StatusOr<std::vector<std::string>> results = tasks->Run(
           absl::StrCat("round-", round), kScoreKernelJobKind, requests, 1, round_progress);
       if (!results.ok()) return results.status();
-      std::vector<KernelScore> scores;
+      std::vector<std::optional<KernelScore>> scores;
       scores.reserve(results->size());
       for (size_t k = 0; k < results->size(); ++k) {
+        if ((*results)[k].empty() && entries[k].start_only) {
+          scores.push_back(std::nullopt);  // a sub-kernel that offers no start
+          continue;
+        }
         v1::KernelScore score;
         if (!score.ParseFromString((*results)[k])) {
-          return absl::DataLossError(absl::StrCat("score job: the score of kernels[",
-                                                  entries[k].index, "] does not parse"));
+          return absl::DataLossError(absl::StrCat("score job: the score of ",
+                                                  ToString(entries[k].kernel), " does not parse"));
         }
         scores.push_back(bridge::FromProto(score));
       }
@@ -77,14 +93,31 @@ absl::StatusOr<std::string> RunScoreKernelTask(std::string_view request_bytes,
   }
   absl::StatusOr<ValidScore> valid = ValidateScoreRequest(task.score(), limits);
   if (!valid.ok()) return valid.status();
-  const int index = task.kernel_index();
-  if (index < 0 || index >= static_cast<int>(valid->kernels.size())) {
-    return absl::DataLossError("score kernel: stored task names no kernel of its request");
-  }
   // The request's nested_parents are this kernel's parents (RunScoreJob).
-  const ScoreOptions& options = valid->options;
-  absl::StatusOr<KernelScore> score =
-      ScoreKernel(valid->data, valid->kernels[index], options, progress);
+  ScoreOptions& options = valid->options;
+  for (int parent_index : task.one_fewer_base_kernel_parents()) {
+    if (parent_index < 0 || parent_index >= static_cast<int>(options.nested_parents.size())) {
+      return absl::DataLossError("score kernel: stored task names no parent of its request");
+    }
+    options.nested_parents[parent_index].one_fewer_base_kernel = true;
+  }
+  KernelExpr kernel;
+  if (!task.kernel().empty()) {
+    // A sub-kernel scored for its starts (ScoreOptions::search_starts).
+    absl::StatusOr<KernelExpr> parsed = ParseKernel(task.kernel());
+    if (!parsed.ok()) return absl::DataLossError("score kernel: stored sub-kernel does not parse");
+    kernel = *std::move(parsed);
+  } else {
+    const int index = task.kernel_index();
+    if (index < 0 || index >= static_cast<int>(valid->kernels.size())) {
+      return absl::DataLossError("score kernel: stored task names no kernel of its request");
+    }
+    kernel = valid->kernels[index];
+  }
+  absl::StatusOr<KernelScore> score = ScoreKernel(valid->data, kernel, options, progress);
+  if (!score.ok() && !task.kernel().empty() && SubKernelErrorOffersNoStart(score.status())) {
+    return std::string();  // no start from this sub-kernel; RunScoreJob reads the empty result
+  }
   if (!score.ok()) return score.status();
   v1::KernelScore proto;
   bridge::ToProto(*score, &proto);

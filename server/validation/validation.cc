@@ -468,6 +468,7 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
     *without_test.mutable_metrics() = request.metrics();
     *without_test.mutable_laplace_r() = request.laplace_r();
     *without_test.mutable_nested_parents() = request.nested_parents();
+    without_test.set_search_starts(request.search_starts());
     options = bridge::ScoreOptionsFromProto(without_test);
     if (options.ok() && test) options->test = std::make_shared<const Dataset>(*std::move(test));
   } else {

@@ -33,24 +33,12 @@ namespace {
 using ::testing::HasSubstr;
 
 using ::gpsel::testing::LoadBundled;
+using ::gpsel::testing::EveryKth;
 
 KernelExpr Kernel(std::string_view text) {
   absl::StatusOr<KernelExpr> k = ParseKernel(text);
   EXPECT_TRUE(k.ok()) << k.status();
   return *k;
-}
-
-// Every k-th point of `data`, from the first: a real series thinned for a fast test.
-Dataset EveryKth(const Dataset& data, int k) {
-  Dataset thinned;
-  const int n = (data.num_points() + k - 1) / k;
-  thinned.x.resize(n, data.num_dims());
-  thinned.y.resize(n);
-  for (int i = 0; i < n; ++i) {
-    thinned.x.row(i) = data.x.row(k * i);
-    thinned.y(i) = data.y(k * i);
-  }
-  return thinned;
 }
 
 // The model ScoreKernel fitted, built again independently: standardised y, x as scaled.
@@ -301,10 +289,13 @@ TEST(OptimaTest, SunspotKernelsScoredInRoundsEqualTheOneProcessScores) {
   std::vector<int> round_of(kernels.size(), 0);
   const KernelRoundScorer score_round = [&](int round, const std::vector<KernelToScore>& entries,
                                             const ProgressCallback& progress)
-      -> absl::StatusOr<std::vector<KernelScore>> {
-    std::vector<KernelScore> out(entries.size());
+      -> absl::StatusOr<std::vector<std::optional<KernelScore>>> {
+    std::vector<std::optional<KernelScore>> out(entries.size());
     for (size_t k = entries.size(); k-- > 0;) {
       const KernelToScore& entry = entries[k];
+      EXPECT_EQ(entry.kernel, kernels[entry.index]);
+      EXPECT_EQ(entry.fit_seed, options.fit.seed);
+      EXPECT_FALSE(entry.start_only);
       round_of[entry.index] = round;
       for (const NestedParent& parent : entry.nested_parents) {
         // A parent is contained in the kernel, scored, and one of this call's kernels of an
@@ -342,6 +333,67 @@ TEST(OptimaTest, SunspotKernelsScoredInRoundsEqualTheOneProcessScores) {
   EXPECT_GT(round_of[0], round_of[1]);
   EXPECT_GT(round_of[0], round_of[2]);
   EXPECT_GT(round_of[3], round_of[2]);
+}
+
+// With search_starts, the sub-kernels are entries of the rounds too (start_only, each with the
+// seed a search gives it, before every kernel that starts from it), and the rounds, scored
+// elsewhere in reverse, give the one-process scores bit for bit: what a score job's tasks do
+// (server/jobs/score_job.cc).
+TEST(OptimaTest, SearchStartsInRoundsEqualTheOneProcessScores) {
+  const Dataset data = EveryKth(LoadBundled("sunspots_yearly.csv"), 2);
+  const std::vector<KernelExpr> kernels = {Kernel("PER+RQ")};
+  ScoreOptions options;
+  options.metrics = {Metric::kMll};
+  options.fit.restarts = 1;
+  options.fit.max_draws_factor = 1;
+  options.search_starts = true;
+  absl::StatusOr<std::vector<KernelScore>> sequential = ScoreKernels(data, kernels, options);
+  ASSERT_TRUE(sequential.ok()) << sequential.status();
+
+  std::map<std::string, int> round_of;  // by canonical text
+  const KernelRoundScorer score_round = [&](int round, const std::vector<KernelToScore>& entries,
+                                            const ProgressCallback& progress)
+      -> absl::StatusOr<std::vector<std::optional<KernelScore>>> {
+    std::vector<std::optional<KernelScore>> out(entries.size());
+    for (size_t k = entries.size(); k-- > 0;) {
+      const KernelToScore& entry = entries[k];
+      const std::string text = ToString(entry.kernel);
+      round_of[text] = round;
+      EXPECT_EQ(entry.start_only, text != "PER+RQ") << text;
+      EXPECT_EQ(entry.fit_seed, CandidateSeed(options.fit.seed, text)) << text;
+      for (const NestedParent& parent : entry.nested_parents) {
+        const auto scored = round_of.find(ToString(parent.kernel));
+        if (scored == round_of.end()) {
+          ADD_FAILURE() << ToString(parent.kernel) << " starts a kernel before it is scored";
+          continue;
+        }
+        EXPECT_LT(scored->second, round);
+      }
+      ScoreOptions kernel_options = options;
+      kernel_options.fit.seed = entry.fit_seed;
+      kernel_options.nested_parents = entry.nested_parents;
+      absl::StatusOr<KernelScore> score = ScoreKernel(data, entry.kernel, kernel_options, progress);
+      if (!score.ok()) return score.status();
+      out[k] = *std::move(score);
+    }
+    return out;
+  };
+  absl::StatusOr<std::vector<KernelScore>> in_rounds =
+      ScoreKernels(data, kernels, options, nullptr, nullptr, score_round);
+  ASSERT_TRUE(in_rounds.ok()) << in_rounds.status();
+  ASSERT_EQ(in_rounds->size(), 1u);  // the sub-kernels' scores are not returned
+  EXPECT_EQ(in_rounds->front().kernel, "PER+RQ");
+  EXPECT_EQ(in_rounds->front().metrics, sequential->front().metrics);
+  EXPECT_EQ(in_rounds->front().mll_fit->raw, sequential->front().mll_fit->raw);
+  EXPECT_EQ(round_of, (std::map<std::string, int>{{"PER", 1}, {"RQ", 1}, {"PER+RQ", 2}}));
+  // The rounds are not the plain score: the sub-kernels' starts and the search's seed changed
+  // where PER+RQ's fit ended (bench/RESULTS.md, issue 27, eighteenth session).
+  ScoreOptions plain = options;
+  plain.search_starts = false;
+  absl::StatusOr<std::vector<KernelScore>> plain_score = ScoreKernels(data, kernels, plain);
+  ASSERT_TRUE(plain_score.ok()) << plain_score.status();
+  EXPECT_GT(std::abs(plain_score->front().metrics.at("mll") - in_rounds->front().metrics.at("mll")),
+            1e-3);
 }
 
 // --scale-x auto: the same series in years and in decades is the same model, so every metric is
@@ -615,7 +667,7 @@ TEST(OptimaTest, EverySeedReachesTheBestOptimumOrSaysItMayNotBeGlobal) {
 }
 
 // Issue 27, one optimum per kernel whatever the command: `score` of a kernel alone starts it as
-// a search that built it does (ScoreOptions::sub_kernel_starts and search_seeds: its
+// a search that built it does (ScoreOptions::search_starts: its
 // sub-kernels' optima, the search's seed for it), so the two report the same MLL. On the
 // thinned sunspots with one restart and no extra draws, the plain score of PER+RQ ends at
 // −172.882 and the search's at −178.108: one kernel, two optima (bench/RESULTS.md, issue 27,
@@ -639,13 +691,12 @@ TEST(OptimaTest, ScoreOfAKernelAloneReachesTheOptimumTheSearchReachesForIt) {
   ASSERT_GE(searched.size(), 5u);
   ScoreOptions options = search.score;
   options.metrics = {Metric::kMll};
-  options.sub_kernel_starts = true;
-  options.search_seeds = true;
+  options.search_starts = true;
   int plain_differs = 0;
   for (const auto& [text, search_mll] : searched) {
     for (bool as_search : {false, true}) {
       ScoreOptions o = options;
-      o.sub_kernel_starts = o.search_seeds = as_search;
+      o.search_starts = as_search;
       absl::StatusOr<std::vector<KernelScore>> scores = ScoreKernels(sunspots, {Kernel(text)}, o);
       ASSERT_TRUE(scores.ok()) << text << ": " << scores.status();
       ASSERT_EQ(scores->size(), 1u);  // the sub-kernels' scores are not returned

@@ -55,6 +55,23 @@ TEST(TimeEstimateTest, ScoreScalesWithRestartsKernelsAndThreads) {
               ::testing::HasSubstr("n = 2000"));
 }
 
+// With search_starts, a score also fits the kernel's sub-kernels: PER + RQ is scored after PER
+// and RQ, so its estimate is exactly the three kernels' estimate without the option, and says so.
+TEST(TimeEstimateTest, SearchStartsCountTheSubKernelsFits) {
+  ScoreOptions options;
+  options.fit.threads = 1;
+  const std::vector<KernelExpr> sum = {*ParseKernel("PER + RQ")};
+  const std::vector<KernelExpr> three = {*ParseKernel("PER"), *ParseKernel("RQ"), sum[0]};
+  const double plain = EstimateScoreTime(Points(2000), sum, options).seconds;
+  const double all_three = EstimateScoreTime(Points(2000), three, options).seconds;
+  options.search_starts = true;
+  const TimeEstimate with_starts = EstimateScoreTime(Points(2000), sum, options);
+  EXPECT_GT(all_three, plain);
+  EXPECT_NEAR(with_starts.seconds, all_three, 1e-9 * all_three);
+  EXPECT_THAT(with_starts.Summary(), ::testing::HasSubstr("3 kernel(s)"));
+  EXPECT_THAT(with_starts.Summary(), ::testing::HasSubstr("2 of the kernels are sub-kernels"));
+}
+
 TEST(TimeEstimateTest, SearchCostsMoreThanItsFirstStepAndGrowsWithDepth) {
   SearchOptions options;
   options.max_depth = 1;

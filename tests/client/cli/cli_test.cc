@@ -119,16 +119,6 @@ TEST(CliTest, ScoreJsonCarriesFitDetailsAndWarningsGoToStderr) {
   EXPECT_THAT(run.err, testing::HasSubstr("--scale-x"));
 }
 
-// --search-starts is in-process only (the ScoreRequest does not carry it): with --server it is
-// refused before any connection, instead of a server scoring without it.
-TEST(CliTest, SearchStartsAreRefusedWithAServer) {
-  CliRun run = RunGpsel("score --data " + kSunspots +
-                        " --kernel 'PER+RQ' --search-starts --server 127.0.0.1:1");
-  EXPECT_EQ(run.exit_code, 2) << run.err;
-  EXPECT_THAT(run.err, testing::HasSubstr("--search-starts: runs in-process only"));
-  EXPECT_TRUE(run.out.empty()) << run.out;
-}
-
 TEST(CliTest, ScaleXAutoReportsValuesInTheFilesUnits) {
   CliRun run = RunGpsel("score --data " + kSunspots +
                         " --kernel 'C*PER*SE' --metrics mll,map --scale-x auto --no-search-starts --json");

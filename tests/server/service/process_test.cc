@@ -371,6 +371,41 @@ TEST_F(CliRemoteTest, SearchAndScoreAsJobsEqualInProcess) {
   EXPECT_THAT(line.output, HasSubstr("3 kernel(s) scored"));
 }
 
+// `score --search-starts` gives the same numbers in-process, with --server (ScoreRequest
+// .search_starts) and as a score job (--job: the sub-kernels PER and RQ are tasks of its first
+// round); it refused --server before (issue 27). Sunspots thinned to every other year, where the
+// plain score of PER+RQ ends elsewhere (tests/core/optima_test.cc).
+TEST_F(CliRemoteTest, ScoreWithSearchStartsEqualsInProcessOverGrpcAndAsAJob) {
+  const std::filesystem::path data = dir_ / "sunspots_every_other_year.csv";
+  {
+    std::ifstream in(DataPath("sunspots_yearly.csv"));
+    std::ofstream out(data);
+    std::string line;
+    for (int i = 0; std::getline(in, line); ++i) {
+      if (i == 0 || i % 2 == 1) out << line << "\n";  // the header, then rows 0, 2, 4, ...
+    }
+  }
+  const std::string args = absl::StrCat("score --data ", data.string(),
+                                        " --kernel 'PER+RQ' --metrics mll --restarts 1"
+                                        " --max-draws-factor 1 --search-starts --json");
+  CommandResult local = RunCommand(Cli(args));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const nlohmann::json expected = WithoutTimes(nlohmann::json::parse(local.output));
+  for (const char* how : {" --server ", " --job --server "}) {
+    CommandResult remote = RunCommand(Cli(args + how + address_));
+    ASSERT_EQ(remote.exit_code, 0) << how << remote.output;
+    EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote.output)), expected) << how;
+  }
+  CommandResult plain = RunCommand(Cli(absl::StrCat("score --data ", data.string(),
+                                                    " --kernel 'PER+RQ' --metrics mll --restarts 1"
+                                                    " --max-draws-factor 1 --json")));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const double plain_mll =
+      nlohmann::json::parse(plain.output).at("scores").at(0).at("metrics").at("mll");
+  EXPECT_GT(std::abs(plain_mll - expected.at("scores").at(0).at("metrics").at("mll").get<double>()),
+            1e-3);
+}
+
 // `gpsel report` on a server draws exactly what it draws in-process: the same Score, Predict
 // (with the summands' posteriors over gRPC) and evidence results give byte-identical SVGs.
 // `search --operators +,*,CP[1] --server`: the pinned change move travels in the request

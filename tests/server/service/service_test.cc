@@ -20,6 +20,7 @@
 #include "gpsel/server/jobs/search_job.h"
 #include "gpsel/server/store/job_store.h"
 #include "gtest/gtest.h"
+#include "tests/core/bundled_data.h"
 #include "tests/server/service/server_test_util.h"
 #include "tests/status_matchers.h"
 #include "tests/test_timeout.h"
@@ -728,6 +729,45 @@ TEST_F(ServiceTest, ChangeMovesPinnedToAColumnOverGrpc) {
   bad.add_change_columns(1);
   EXPECT_THAT(bridge::FieldViolations(client->Search(bad).status()),
               ElementsAre(Pair("change_columns", HasSubstr("CP or CW"))));
+}
+
+// ScoreRequest.search_starts (issue 27: one kernel, one optimum whatever the command): the Score
+// RPC and a score job, whose rounds hold the sub-kernels as tasks, give what ScoreKernels gives
+// in-process with ScoreOptions::search_starts, bit for bit; on the thinned sunspots that is not
+// the plain score of PER+RQ (tests/core/optima_test.cc), so the field is honoured, not dropped.
+TEST_F(ServiceTest, SearchStartsGiveTheInProcessScoreOverRpcAndInAJob) {
+  const Dataset data = EveryKth(LoadData("sunspots_yearly.csv"), 2);
+  const std::vector<KernelExpr> kernels = {*ParseKernel("PER+RQ")};
+  ScoreOptions options;
+  options.metrics = {Metric::kMll};
+  options.fit.restarts = 1;
+  options.fit.max_draws_factor = 1;
+  options.search_starts = true;
+  absl::StatusOr<std::vector<KernelScore>> in_process = ScoreKernels(data, kernels, options);
+  ASSERT_TRUE(in_process.ok()) << in_process.status();
+  ScoreOptions plain = options;
+  plain.search_starts = false;
+  absl::StatusOr<std::vector<KernelScore>> plain_score = ScoreKernels(data, kernels, plain);
+  ASSERT_TRUE(plain_score.ok()) << plain_score.status();
+  ASSERT_GT(std::abs(plain_score->front().metrics.at("mll") - in_process->front().metrics.at("mll")),
+            1e-3);
+
+  std::unique_ptr<Client> client = Connect(server_->port());
+  absl::StatusOr<std::vector<KernelScore>> direct = client->Score(data, kernels, options);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  absl::StatusOr<std::vector<KernelScore>> as_job = client->ScoreAsJob(data, kernels, options);
+  ASSERT_TRUE(as_job.ok()) << as_job.status();
+  v1::KernelScore expected;
+  bridge::ToProto(in_process->front(), &expected);
+  expected.clear_seconds();
+  for (const std::vector<KernelScore>* remote : {&*direct, &*as_job}) {
+    ASSERT_EQ(remote->size(), 1u);  // the sub-kernels' scores are not returned
+    v1::KernelScore got;
+    bridge::ToProto(remote->front(), &got);
+    got.clear_seconds();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(expected, got))
+        << "remote:\n" << got.DebugString() << "\nin-process:\n" << expected.DebugString();
+  }
 }
 
 // SubmitScore: the kernels as tasks in rounds; the result is the Score RPC's response.
