@@ -300,6 +300,28 @@ class LiveTest(unittest.TestCase):
         with self.assertRaises(gpsel.NotFound):
             self.client.get_job("jobs/no-such-job")
 
+    def test_search_starts_equal_the_cli_directly_and_as_a_job(self):
+        # ScoreRequest.search_starts: the sub-kernels PER and RQ are scored first (issue 27).
+        table = np.loadtxt(os.path.join(DATA, "sunspots_yearly.csv"), delimiter=",",
+                           skiprows=1)[::2]
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("x,y\n" + "".join(f"{x!r},{y!r}\n" for x, y in table))
+        reference = cli_json("score", "--data", f.name, "--kernel", "PER+RQ", "--metrics", "mll",
+                             "--restarts", "1", "--seed", "4", "--search-starts")
+        os.unlink(f.name)
+        direct = self.client.score(table[:, 0], table[:, 1], kernels="PER+RQ", metrics=["mll"],
+                                   n_restarts_optimizer=1, random_state=4, search_starts=True)
+        job = self.client.submit_score(table[:, 0], table[:, 1], kernels="PER+RQ",
+                                       metrics=["mll"], n_restarts_optimizer=1, random_state=4,
+                                       search_starts=True)
+        done = self.client.wait_job(job.name)
+        self.assertEqual(done.state, "SUCCEEDED")
+        expected = reference["scores"][0]["metrics"]["mll"]
+        for result in (direct, done.result):
+            self.assertEqual(len(result), 1)  # the sub-kernels' scores are not returned
+            self.assertAlmostEqual(result[0].metrics["mll"], expected,
+                                   delta=1e-9 * abs(expected))
+
     def test_evidence_job_against_the_cli(self):
         x = np.linspace(0, 1, 10)
         y = np.loadtxt(os.path.join(DATA, "interpretable_linear.csv"), delimiter=",",
