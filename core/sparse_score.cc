@@ -125,6 +125,13 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
     if (!result.ok()) return result.status();
     if (result->lower > score.mll_fit->lower) {
       result->evaluations += score.mll_fit->evaluations;
+      if (fit.only_warm_starts) {  // the multi-start (and its confirmation) was the first fit's
+        result->exploration_points = score.mll_fit->exploration_points;
+        result->exploration_evaluations = score.mll_fit->exploration_evaluations;
+        result->starts_at_best = score.mll_fit->starts_at_best;
+        result->extra_draws = score.mll_fit->extra_draws;
+        result->may_not_be_global = score.mll_fit->may_not_be_global;
+      }
       score.mll_fit = *std::move(result);
     }
   }
