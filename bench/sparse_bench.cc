@@ -217,6 +217,8 @@ int main(int argc, char** argv) {
   app.add_option("--exact", exact, "also fit exactly (and time a Cholesky)");
   app.add_flag("--cholesky", cholesky, "time one exact Cholesky of n (and log p at the optimum)");
   app.add_option("--score", score_kernels, "';'-separated kernels: sparse vs exact scores");
+  bool cholesky_only = false;
+  app.add_flag("--cholesky-only", cholesky_only, "only time one exact Cholesky of n (prior mean)");
   int evaluations_only = 0;
   app.add_option("--evaluations-only", evaluations_only,
                  "time this many bound evaluations (with gradients) at m = --max-inducing at the "
@@ -274,6 +276,12 @@ int main(int argc, char** argv) {
   std::printf("n = %d, kernel %s, objective %s, threads %d\n", n, gpsel::ToString(*kernel).c_str(),
               objective_text.c_str(), threads);
 
+  if (cholesky_only) {  // the time unit alone (issue 28: "≤ 20 exact Choleskys of the same n")
+    const auto [seconds, cpu] = TimeOneCholesky(*model, model->prior_mean());
+    std::printf("one Cholesky of n = %d: %.3f s wall, %.3f s CPU, peak RSS %.0f MB\n", n, seconds,
+                cpu, PeakRssMb());
+    return 0;
+  }
   if (evaluations_only > 0) {
     const Eigen::VectorXd raw = model->prior_mean();
     const int m = max_inducing > 0 ? max_inducing : 64;
