@@ -30,8 +30,6 @@ struct SparseFitCancelled {
 // After a level's first round, a gap this many times the tolerance skips the re-selection
 // rounds (and grows m at once, unless m is at its cap).
 constexpr double kGrowWithoutRoundsFactor = 10.0;
-// Trials of one L-BFGS-B line search before Optimise restarts from the best point.
-constexpr int kMaxLineSearchTrials = 10;
 // Iterations over which SparseFitOptions::stall_fraction's gain is measured.
 constexpr int kStallIterations = 5;
 
@@ -140,17 +138,17 @@ std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& 
     }
   }
   param.max_iterations = options.max_iterations;
-  // A line search that ends in More–Thuente's extrapolation grows its step by 1.1× a trial: on
-  // sf_temps at m = 512 the first one after an overshoot (a unit step in log-scale that took the
-  // ELBO from 18,850 to −2.2·10⁶) crept up 0.2–9 nats a trial for its 40 trials (54 s), and the
-  // restart from the best point (fresh curvature pairs, below) then gained 4,000 nats in 36.
-  // Fewer trials hand over to that restart sooner.
-  param.max_linesearch = kMaxLineSearchTrials;
+  // 40 trials, as the exact fit. A line search ending in More–Thuente's extrapolation grows its
+  // step 1.1× a trial (sf_temps, m = 512: 40 trials creeping up 0.2–9 nats each after an
+  // overshoot, then a restart gained 4,000 nats in 36); 10 trials cut the MLL fit alone from 199
+  // to 133 CPU s but the whole score grew from 351 to 452 CPU s, its MAP fit ended 95 nats lower
+  // and its Hessian was not negative definite (bench/RESULTS.md, nineteenth session).
+  param.max_linesearch = 40;
   const Eigen::VectorXd lower_t =
       Eigen::VectorXd::Constant(u, LogScaleFromRaw(options.raw_lower_bound));
   const Eigen::VectorXd upper_t =
       Eigen::VectorXd::Constant(u, LogScaleFromRaw(options.raw_upper_bound));
-  constexpr int kMaxSolverRestarts = 5;
+  constexpr int kMaxSolverRestarts = 3;
   for (int attempt = 0; attempt <= kMaxSolverRestarts; ++attempt) {
     NegativeSparseObjective f(sparse, options, progress, start);
     Eigen::VectorXd t = f.start_t().cwiseMax(lower_t).cwiseMin(upper_t);
