@@ -402,7 +402,9 @@ int NextInducing(const GpModel& model, const SparseFitOptions& options, const Ei
                  int m, bool grow, int cap, double tolerance,
                  std::vector<SparseFitResult::Probe>* probes,
                  std::optional<InducingSelection>* selection) {
-  auto grown = [&](int k) { return std::min(cap, static_cast<int>(std::ceil(options.growth * k))); };
+  auto grown = [&](int k) {
+    return std::min(cap, static_cast<int>(std::ceil(options.growth * k)));
+  };
   int next = grow ? grown(m) : m;
   selection->reset();
   absl::StatusOr<InducingSelection> z = Select(model, raw, cap);
@@ -554,7 +556,8 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
             result.extra_draws += more;
           }
           const Eigen::VectorXd start = from[k];  // a copy: `from` may grow
-          const bool reuse = round == 0 && selection && selected_at && start.size() == selected_at->size() && start == *selected_at;
+          const bool reuse = round == 0 && selection && selected_at &&
+                             start.size() == selected_at->size() && start == *selected_at;
           absl::StatusOr<InducingSelection> z =
               reuse ? absl::StatusOr<InducingSelection>(SelectionPrefix(*selection, m))
                     : Select(model, start, m);
@@ -648,7 +651,8 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
       // subsample's mode), θ̂ may have more to add, and m itself is probed again there.
       if (sparse->num_inducing() < m) {
         absl::StatusOr<InducingSelection> at_theta = Select(model, theta, m);
-        if (!at_theta.ok() || static_cast<int>(at_theta->indices.size()) < m) {  // no point has variance left to add (see kAllPoints)
+        // No point has variance left to add at θ̂ either (see kAllPoints).
+        if (!at_theta.ok() || static_cast<int>(at_theta->indices.size()) < m) {
           result.stop_reason = SparseStopReason::kAllPoints;
           break;
         }

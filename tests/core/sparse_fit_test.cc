@@ -296,7 +296,9 @@ TEST(SparseFitTest, ProbeJumpsToTheMWhoseGapIsWithinTolerance) {
   options.gap_tolerance = 1e-3;
   options.relative_gap_tolerance = 0.0;
   // Started as the sparse score starts (the periodogram's periods): the yearly mode.
-  for (const StartPoint& start : DataInformedStarts(model)) options.extra_starts.push_back(start.raw);
+  for (const StartPoint& start : DataInformedStarts(model)) {
+    options.extra_starts.push_back(start.raw);
+  }
   options.probe_growth = false;
   absl::StatusOr<SparseFitResult> every = FitSparse(model, options);
   ASSERT_TRUE(every.ok()) << every.status();
@@ -355,7 +357,9 @@ TEST(SparseFitTest, SaysTheCapStoppedItWhenNoProbeClosesTheGap) {
   options.exploration_points = 0;  // the multi-start on all points: the daily mode
   options.initial_inducing = 8;
   options.max_inducing = 48;
-  for (const StartPoint& start : DataInformedStarts(model)) options.extra_starts.push_back(start.raw);
+  for (const StartPoint& start : DataInformedStarts(model)) {
+    options.extra_starts.push_back(start.raw);
+  }
   absl::StatusOr<SparseFitResult> fit = FitSparse(model, options);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(fit->stop_reason, SparseStopReason::kMaxInducing) << fit->Summary();
