@@ -217,6 +217,8 @@ int main(int argc, char** argv) {
   app.add_option("--exact", exact, "also fit exactly (and time a Cholesky)");
   app.add_flag("--cholesky", cholesky, "time one exact Cholesky of n (and log p at the optimum)");
   app.add_option("--score", score_kernels, "';'-separated kernels: sparse vs exact scores");
+  bool cholesky_only = false;
+  app.add_flag("--cholesky-only", cholesky_only, "only time one exact Cholesky of n (prior mean)");
   int evaluations_only = 0;
   app.add_option("--evaluations-only", evaluations_only,
                  "time this many bound evaluations (with gradients) at m = --max-inducing at the "
@@ -274,6 +276,12 @@ int main(int argc, char** argv) {
   std::printf("n = %d, kernel %s, objective %s, threads %d\n", n, gpsel::ToString(*kernel).c_str(),
               objective_text.c_str(), threads);
 
+  if (cholesky_only) {  // the time unit alone (issue 28: "≤ 20 exact Choleskys of the same n")
+    const auto [seconds, cpu] = TimeOneCholesky(*model, model->prior_mean());
+    std::printf("one Cholesky of n = %d: %.3f s wall, %.3f s CPU, peak RSS %.0f MB\n", n, seconds,
+                cpu, PeakRssMb());
+    return 0;
+  }
   if (evaluations_only > 0) {
     const Eigen::VectorXd raw = model->prior_mean();
     const int m = max_inducing > 0 ? max_inducing : 64;
@@ -305,11 +313,25 @@ int main(int argc, char** argv) {
       }
       lower = b->lower;
     }
+    const double gradient_cpu = (CpuSeconds() - cpu) / evaluations_only,
+                 gradient_wall = Seconds(start) / evaluations_only;
+    // The same bounds without gradients: the probe FitSparse makes at the larger m of the
+    // growth sequence (SparseFitOptions::probe_growth).
+    start = std::chrono::steady_clock::now();
+    cpu = CpuSeconds();
+    for (int e = 0; e < evaluations_only; ++e) {
+      if (absl::StatusOr<gpsel::SparseBounds> b = sparse->Bounds(raw, false); !b.ok()) {
+        std::cerr << b.status() << "\n";
+        return 1;
+      }
+    }
     std::printf(
         "evaluations only: n = %d, m = %d, selection %.2f s CPU (%.2f s wall); one "
-        "evaluation with gradients %.3f s CPU (%.3f s wall), ELBO %.3f, peak RSS %.0f MB\n",
-        n, sparse->num_inducing(), select_cpu, select_wall, (CpuSeconds() - cpu) / evaluations_only,
-        Seconds(start) / evaluations_only, lower, PeakRssMb());
+        "evaluation with gradients %.3f s CPU (%.3f s wall), without %.3f s CPU (%.3f s wall), "
+        "ELBO %.3f, peak RSS %.0f MB\n",
+        n, sparse->num_inducing(), select_cpu, select_wall, gradient_cpu, gradient_wall,
+        (CpuSeconds() - cpu) / evaluations_only, Seconds(start) / evaluations_only, lower,
+        PeakRssMb());
     return 0;
   }
   options.objective = objective;

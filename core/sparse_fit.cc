@@ -27,6 +27,12 @@ struct SparseFitCancelled {
   absl::Status status;
 };
 
+// After a level's first round, a gap this many times the tolerance skips the re-selection
+// rounds (and grows m at once, unless m is at its cap).
+constexpr double kGrowWithoutRoundsFactor = 10.0;
+// Iterations over which SparseFitOptions::stall_fraction's gain is measured.
+constexpr int kStallIterations = 5;
+
 // L-BFGS-B's coordinates, as core/fit.cc: t = log θ with θ = softplus(r) the natural value (the
 // noise's part above its floor), so that every parameter moves by relative amounts.
 double LogScaleFromRaw(double raw) { return std::log(Softplus(raw)); }
@@ -99,9 +105,12 @@ struct Optimum {
 };
 
 // One L-BFGS-B fit with Z fixed from `start`; restarted from the best point (fresh curvature
-// memory) after a line-search failure while that keeps improving, a few times at most.
+// memory) after a line-search failure while that keeps improving, a few times at most. It also
+// stops once the objective gains less than `stall_nats` over kStallIterations iterations
+// (SparseFitOptions::stall_fraction; 0 = only the gradient and relative tests).
 std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& options,
-                                const ProgressCallback& progress, Eigen::VectorXd start) {
+                                const ProgressCallback& progress, Eigen::VectorXd start,
+                                double stall_nats = 0.0) {
   const int u = static_cast<int>(start.size());
   Optimum out;
   start = start.cwiseMax(options.raw_lower_bound).cwiseMin(options.raw_upper_bound);
@@ -119,7 +128,21 @@ std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& 
   param.epsilon_rel = 0.0;
   param.past = 1;
   param.delta = 1e-12;
+  if (stall_nats > 0.0) {
+    // LBFGSpp's test is relative, |f_{k−past} − f_k| ≤ δ·max(|f_k|, |f_{k−past}|, 1): δ from the
+    // start's value makes it about `stall_nats` (the objective moves by a small fraction of
+    // itself near the optimum, where the test bites).
+    if (absl::StatusOr<double> f0 = SparseObjective(sparse, options.objective, start); f0.ok()) {
+      param.past = kStallIterations;
+      param.delta = std::max(1e-12, stall_nats / std::max(std::abs(*f0), 1.0));
+    }
+  }
   param.max_iterations = options.max_iterations;
+  // 40 trials, as the exact fit. A line search ending in More–Thuente's extrapolation grows its
+  // step 1.1× a trial (sf_temps, m = 512: 40 trials creeping up 0.2–9 nats each after an
+  // overshoot, then a restart gained 4,000 nats in 36); 10 trials cut the MLL fit alone from 199
+  // to 133 CPU s but the whole score grew from 351 to 452 CPU s, its MAP fit ended 95 nats lower
+  // and its Hessian was not negative definite (bench/RESULTS.md, nineteenth session).
   param.max_linesearch = 40;
   const Eigen::VectorXd lower_t =
       Eigen::VectorXd::Constant(u, LogScaleFromRaw(options.raw_lower_bound));
@@ -152,9 +175,6 @@ std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& 
   return out;
 }
 
-// After a level's first round, a gap this many times the tolerance skips the re-selection
-// rounds and grows m at once.
-constexpr double kGrowWithoutRoundsFactor = 10.0;
 
 absl::StatusOr<InducingSelection> Select(const GpModel& model, const Eigen::VectorXd& raw, int m) {
   InducingSelectionOptions selection;
@@ -207,6 +227,12 @@ absl::Status SparseFitOptions::Validate() const {
     return absl::InvalidArgumentError("exploration_max_inducing: must be >= 1");
   }
   if (max_iterations < 1) return absl::InvalidArgumentError("max_iterations: must be >= 1");
+  if (!(stall_fraction >= 0.0 && stall_fraction < 1.0)) {
+    return absl::InvalidArgumentError("stall_fraction: must be in [0, 1)");
+  }
+  if (only_warm_starts && warm_starts.empty()) {
+    return absl::InvalidArgumentError("only_warm_starts: needs at least one warm_starts entry");
+  }
   if (!(exploring_tolerance_factor >= 1.0) || !std::isfinite(exploring_tolerance_factor)) {
     return absl::InvalidArgumentError("exploring_tolerance_factor: must be finite and >= 1");
   }
@@ -243,6 +269,10 @@ std::string SparseFitResult::Summary() const {
   if (exploration_points > 0) {
     absl::StrAppendFormat(&out, "  starts explored on %d points: %d evaluations\n",
                           exploration_points, exploration_evaluations);
+  }
+  for (const Probe& probe : probes) {
+    absl::StrAppendFormat(&out, "  probed m = %d without gradients: [%.4f, %.4f] (gap %.4f)\n",
+                          probe.num_inducing, probe.lower, probe.upper, probe.upper - probe.lower);
   }
   for (const Step& step : steps) {
     absl::StrAppendFormat(&out, "  m = %d: %d round(s), %d evaluations, [%.4f, %.4f]\n",
@@ -339,24 +369,71 @@ double GapTolerance(const SparseFitOptions& options, double lower) {
   return std::max(options.gap_tolerance, options.relative_gap_tolerance * std::abs(lower));
 }
 
-// The m to fit next after `m` (growth) at θ = `raw`: at least ⌈growth·m⌉ and at least the
-// smallest m of the growth sequence whose residual trace term t/(2σ²) is within `tolerance` —
-// UB − ELBO ≥ t/(2σ²) (the quadratic terms' difference is ≥ 0, sparse_gp.h), so a smaller m
-// cannot close the gap at this θ and fitting there would be wasted. One greedy selection at the
-// cap tells every m's trace (nested choice, InducingSelection::residual_trace_path); capped.
+// The first `m` points of a greedy selection: the selection of m itself (the choice is nested,
+// and the first m pivots of SelectInducingPoints do not depend on how many follow).
+InducingSelection SelectionPrefix(const InducingSelection& selection, int m) {
+  InducingSelection prefix;
+  m = std::min(m, static_cast<int>(selection.indices.size()));
+  prefix.points = selection.points.topRows(m);
+  prefix.indices.assign(selection.indices.begin(), selection.indices.begin() + m);
+  prefix.residual_trace_path.assign(selection.residual_trace_path.begin(),
+                                    selection.residual_trace_path.begin() + m);
+  prefix.residual_trace = m > 0 ? selection.residual_trace_path[m - 1] : 0.0;
+  return prefix;
+}
+
+// The m to fit next after `m` at θ = `raw` (grow: at least ⌈growth·m⌉; else m itself may do),
+// for a gap tolerance of about `tolerance`,
+// from one greedy selection at the cap (nested: its first j points are the selection of j, so
+// it serves every m of the growth sequence, and is returned in `selection` for the next fit's
+// Z). Along the sequence m, ⌈growth·m⌉, …, cap:
+//   - an m whose residual-trace term t/(2σ²) exceeds the tolerance is passed over: UB − ELBO ≥
+//     t/(2σ²) (the quadratic terms' difference is ≥ 0, sparse_gp.h), so it cannot close the gap
+//     at this θ;
+//   - with SparseFitOptions::probe_growth, the others are probed: both bounds without gradients
+//     at `raw` (one O(n m²) pass) and the first whose gap is within the tolerance is taken —
+//     the trace term alone under-estimates the gap when t ≫ σ² (the upper bound's σ² + t), and
+//     on sf_temps it let levels be fitted whose gap stayed ~4,650 nats; without probes, the
+//     first m the trace rule admits;
+//   - none: the cap (or where the selection ran out of variance: the growth ends with
+//     kAllPoints there).
+// The probes are appended to `probes`. The fit is then made at that one m, not at every level.
 int NextInducing(const GpModel& model, const SparseFitOptions& options, const Eigen::VectorXd& raw,
-                 int m, bool grow, int cap, double tolerance) {
-  int next = grow ? std::min(cap, static_cast<int>(std::ceil(options.growth * m))) : m;
+                 int m, bool grow, int cap, double tolerance,
+                 std::vector<SparseFitResult::Probe>* probes,
+                 std::optional<InducingSelection>* selection) {
+  auto grown = [&](int k) {
+    return std::min(cap, static_cast<int>(std::ceil(options.growth * k)));
+  };
+  int next = grow ? grown(m) : m;
+  selection->reset();
   absl::StatusOr<InducingSelection> z = Select(model, raw, cap);
   if (!z.ok() || z->residual_trace_path.empty()) return next;
   const double noise = model.NoiseVariance(raw);
   const std::vector<double>& path = z->residual_trace_path;
   const int selected = static_cast<int>(path.size());
-  while (next < cap && next < selected && path[next - 1] / (2.0 * noise) > tolerance) {
-    next = std::min(cap, static_cast<int>(std::ceil(options.growth * next)));
+  // `tolerance` (the caller's estimate) until a probe tells the ELBO the tolerance is then
+  // relative to (GapTolerance).
+  while (next < cap && next < selected) {
+    if (path[next - 1] / (2.0 * noise) > tolerance) {
+      next = grown(next);
+      continue;
+    }
+    if (!options.probe_growth) break;
+    absl::StatusOr<SparseGp> sparse =
+        SparseGp::Create(model, z->points.topRows(next), options.sparse);
+    absl::StatusOr<SparseBounds> b =
+        sparse.ok() ? sparse->Bounds(raw) : absl::StatusOr<SparseBounds>(sparse.status());
+    if (b.ok()) {
+      probes->push_back({next, b->lower, b->upper});
+      tolerance = GapTolerance(options, b->lower);
+      if (b->upper - b->lower <= tolerance) break;
+    }
+    next = grown(next);
   }
-  // Never below ⌈growth·m⌉ (nor capped at `selected`): m must grow every level, and a selection
-  // that runs out of variance before m ends the growth with kAllPoints.
+  // Never below ⌈growth·m⌉ when growing (nor capped at `selected`): m must grow every level,
+  // and a selection that runs out of variance before m ends the growth with kAllPoints.
+  *selection = *std::move(z);
   return next;
 }
 
@@ -414,9 +491,19 @@ class PriorDraws {
 absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, int cap,
                         SparseStopReason cap_reason, const std::vector<Eigen::VectorXd>& starts,
                         int first_m, PriorDraws* draws, const ProgressCallback& progress,
-                        SparseFitResult& result, std::vector<Eigen::VectorXd>* modes_out) {
+                        SparseFitResult& result, std::vector<Eigen::VectorXd>* modes_out,
+                        std::optional<InducingSelection> selection = std::nullopt,
+                        const SparseFitResult::Probe* first_probe = nullptr) {
   const int u = model.num_free();
   int m = first_m;
+  // `selection`: a greedy selection at starts.front() (NextInducing's, at the cap): its prefix
+  // is the Z of the fit from there, no second selection. `gap` and `known_lower`: UB − ELBO and
+  // the ELBO where the level's fit starts, as far as known (`first_probe`, the level before);
+  // they scale the fits' stall test (SparseFitOptions::stall_fraction).
+  std::optional<Eigen::VectorXd> selected_at;
+  if (selection && !starts.empty()) selected_at = starts.front();
+  double gap = first_probe ? first_probe->upper - first_probe->lower : 0.0;
+  double known_lower = first_probe ? first_probe->lower : 0.0;
   // The fits while m grows may stop early (SparseFitOptions::exploring_*): each level starts
   // from the previous optimum and only the last one is reported, after a polish at the full
   // tolerance from its optimum (below).
@@ -469,11 +556,18 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
             result.extra_draws += more;
           }
           const Eigen::VectorXd start = from[k];  // a copy: `from` may grow
-          absl::StatusOr<InducingSelection> z = Select(model, start, m);
+          const bool reuse = round == 0 && selection && selected_at &&
+                             start.size() == selected_at->size() && start == *selected_at;
+          absl::StatusOr<InducingSelection> z =
+              reuse ? absl::StatusOr<InducingSelection>(SelectionPrefix(*selection, m))
+                    : Select(model, start, m);
           if (!z.ok()) continue;
           absl::StatusOr<SparseGp> candidate = SparseGp::Create(model, z->points, options.sparse);
           if (!candidate.ok()) return candidate.status();
-          std::optional<Optimum> optimum = Optimise(*candidate, exploring, progress, start);
+          const double stall =
+              options.stall_fraction * std::max(gap, GapTolerance(options, known_lower));
+          std::optional<Optimum> optimum =
+              Optimise(*candidate, exploring, progress, start, stall);
           if (!optimum) continue;
           result.evaluations += optimum->evaluations;
           step.evaluations += optimum->evaluations;
@@ -525,10 +619,12 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
               "sparse fit: no start reached a finite value of the bound");
         }
         if (round > 0 && !(gained && round_gain > options.reselect_tolerance)) break;
-        if (round == 0 && m < cap && sparse->num_inducing() == m && options.reselect_rounds > 1) {
+        if (round == 0 && options.reselect_rounds > 1) {
           // Far from closing the gap: the next m selects Z at θ̂ anyway, which is what another
           // round here would do with fewer points (on sf_temps every 8th point the rounds below
-          // the final m were a third of the evaluations).
+          // the final m were a third of the evaluations); at the cap, a round's gain is small
+          // beside the interval left, and at full n it costs a whole fit (sf_temps, m = 512:
+          // ~200 evaluations of 1.3 s).
           absl::StatusOr<SparseBounds> b = sparse->Bounds(theta);
           const double tolerance = b.ok() ? GapTolerance(options, b->lower) : 0.0;
           if (b.ok() && b->upper - b->lower > kGrowWithoutRoundsFactor * tolerance) break;
@@ -550,11 +646,25 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
         result.stop_reason = cap_reason;
         break;
       }
-      if (sparse->num_inducing() < m) {  // no point has variance left to add (see kAllPoints)
-        result.stop_reason = SparseStopReason::kAllPoints;
-        break;
+      // Fewer than m points: Z was chosen where no point had variance left to add — at θ̂ that
+      // ends the growth (kAllPoints); at the start of the level (a smooth start, e.g. the
+      // subsample's mode), θ̂ may have more to add, and m itself is probed again there.
+      if (sparse->num_inducing() < m) {
+        absl::StatusOr<InducingSelection> at_theta = Select(model, theta, m);
+        // No point has variance left to add at θ̂ either (see kAllPoints).
+        if (!at_theta.ok() || static_cast<int>(at_theta->indices.size()) < m) {
+          result.stop_reason = SparseStopReason::kAllPoints;
+          break;
+        }
       }
-      m = NextInducing(model, options, theta, m, /*grow=*/true, cap, result.gap_tolerance);
+      gap = step.upper - step.lower;
+      known_lower = step.lower;
+      m = NextInducing(model, options, theta, m, /*grow=*/sparse->num_inducing() == m, cap,
+                       result.gap_tolerance, &result.probes, &selection);
+      selected_at = theta;
+      if (!result.probes.empty() && result.probes.back().num_inducing == m) {
+        gap = result.probes.back().upper - result.probes.back().lower;
+      }
       value = -std::numeric_limits<double>::infinity();
       GPSEL_RETURN_IF_ERROR(ReportProgress(
           progress, Progress{"sparse_fit", 0.0,
@@ -619,11 +729,26 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   result.objective = options.objective;
   int m = std::min(options.initial_inducing, cap);
 
-  // Starts of the first fit: the prior mean, `restarts` prior draws, the extra starts.
-  std::vector<Eigen::VectorXd> starts = {model.prior_mean()};
+  // Starts of the first fit: the prior mean, `restarts` prior draws, the extra starts (none of
+  // them with only_warm_starts).
+  std::vector<Eigen::VectorXd> starts;
   PriorDraws draws(model, options.seed);
-  for (int r = 0; r < options.restarts; ++r) starts.push_back(draws.Next());
-  for (const Eigen::VectorXd& s : options.extra_starts) starts.push_back(s);
+  if (!options.only_warm_starts) {
+    starts.push_back(model.prior_mean());
+    for (int r = 0; r < options.restarts; ++r) starts.push_back(draws.Next());
+    for (const Eigen::VectorXd& s : options.extra_starts) starts.push_back(s);
+  }
+  // The full data's first m and Z when chosen by probes (NextInducing) at starts.front().
+  std::optional<InducingSelection> selection;
+  std::optional<SparseFitResult::Probe> first_probe;
+  auto probe_first_m = [&](const Eigen::VectorXd& at, double tolerance) {
+    const size_t before = result.probes.size();
+    m = NextInducing(model, options, at, m, /*grow=*/false, cap, tolerance, &result.probes,
+                     &selection);
+    if (result.probes.size() > before && result.probes.back().num_inducing == m) {
+      first_probe = result.probes.back();
+    }
+  };
   try {
     // The multi-start on a subsample (SparseFitOptions::exploration_points): its modes, best
     // first, are the full data's starts, at the m their residual trace asks for.
@@ -657,7 +782,16 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         // The ELBO grows about in proportion to n: the tolerance the full fit will apply.
         const double tolerance = GapTolerance(
             options, explored.lower * static_cast<double>(n) / static_cast<double>(rows.size()));
-        m = NextInducing(model, options, modes.front(), m, /*grow=*/false, cap, tolerance);
+        probe_first_m(modes.front(), tolerance);
+        // The subsample's mode is not the full data's optimum (on sf_temps it is far smoother:
+        // its kernel ran out of variance at 212 points, where the full data's optimum left a gap
+        // of 4,358 nats at 256): the first full-data fit, which moves θ most, runs at no more
+        // than the subsample's largest m, where an evaluation is cheap, and the probes at its
+        // optimum choose the next m.
+        if (m > options.exploration_max_inducing) {
+          m = std::max(1, std::min(m, options.exploration_max_inducing));
+          first_probe.reset();
+        }
         GPSEL_RETURN_IF_ERROR(ReportProgress(
             progress, Progress{"sparse_fit", 0.0,
                                absl::StrCat("explored ", rows.size(), " points in ",
@@ -667,8 +801,14 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     }
     const bool explored = result.exploration_points > 0;
     for (const Eigen::VectorXd& warm : options.warm_starts) starts.push_back(warm);
-    GPSEL_RETURN_IF_ERROR(GrowAndFit(model, options, cap, cap_reason, starts, m,
-                                     explored ? nullptr : &draws, progress, result, nullptr));
+    if (options.only_warm_starts) {
+      // A fit continued from a known optimum: its m is chosen there as the growth chooses it.
+      probe_first_m(starts.front(), options.gap_tolerance);
+    }
+    GPSEL_RETURN_IF_ERROR(GrowAndFit(
+        model, options, cap, cap_reason, starts, m,
+        explored || options.only_warm_starts ? nullptr : &draws, progress, result, nullptr,
+        std::move(selection), first_probe ? &*first_probe : nullptr));
   } catch (const SparseFitCancelled& cancelled) {
     return cancelled.status;
   }

@@ -86,10 +86,24 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
     // Cross-seeded from the MLL optimum, as the exact score's MAP fit is (core/fit.h), at the full
     // data (never refitted on the exploration subsample, SparseFitOptions::warm_starts).
     if (score.mll_fit) fit.warm_starts.push_back(score.mll_fit->raw);
+    if (score.mll_fit && score.mll_fit->exploration_points > 0) {
+      // At scale, only from there and at the MLL fit's m (probed again at its optimum, which
+      // grows m if the MAP point needs more): with n in the thousands the prior moves the
+      // optimum little, and a second multi-start and growth from m = 32 doubled the fit's cost
+      // (sf_temps, n = 8,759: bench/RESULTS.md, "Issue 28 … nineteenth session"). The MLL's
+      // confirmation of its optimum is the one the MAP fit inherits.
+      fit.only_warm_starts = true;
+      fit.initial_inducing = std::max(1, score.mll_fit->num_inducing);
+    }
     fit.objective = FitObjective::kMaximumAPosteriori;
     if (!need_hessian) fit.hessian_step = 0.0;
     absl::StatusOr<SparseFitResult> result = FitSparse(model, fit, progress);
     if (!result.ok()) return result.status();
+    if (fit.only_warm_starts) {
+      result->starts_at_best = score.mll_fit->starts_at_best;
+      result->extra_draws = score.mll_fit->extra_draws;
+      result->may_not_be_global = score.mll_fit->may_not_be_global;
+    }
     score.map_fit = *std::move(result);
   }
   if (score.mll_fit && score.map_fit && score.map_fit->lower > score.mll_fit->lower) {
@@ -102,10 +116,22 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
     fit.restarts = 0;
     fit.extra_starts = {score.map_fit->raw};
     fit.initial_inducing = std::max(1, score.map_fit->num_inducing);
+    if (score.mll_fit->exploration_points > 0) {  // at scale: from there only (as the MAP fit)
+      fit.extra_starts.clear();
+      fit.warm_starts = {score.map_fit->raw};
+      fit.only_warm_starts = true;
+    }
     absl::StatusOr<SparseFitResult> result = FitSparse(model, fit, progress);
     if (!result.ok()) return result.status();
     if (result->lower > score.mll_fit->lower) {
       result->evaluations += score.mll_fit->evaluations;
+      if (fit.only_warm_starts) {  // the multi-start (and its confirmation) was the first fit's
+        result->exploration_points = score.mll_fit->exploration_points;
+        result->exploration_evaluations = score.mll_fit->exploration_evaluations;
+        result->starts_at_best = score.mll_fit->starts_at_best;
+        result->extra_draws = score.mll_fit->extra_draws;
+        result->may_not_be_global = score.mll_fit->may_not_be_global;
+      }
       score.mll_fit = *std::move(result);
     }
   }

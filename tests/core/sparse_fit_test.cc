@@ -15,6 +15,7 @@
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/fit.h"
 #include "gpsel/core/gp_model.h"
+#include "gpsel/core/internal/data_starts.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/sparse_cost.h"
@@ -273,6 +274,110 @@ TEST(SparseFitTest, MultiStartConfirmsItsOptimumAsTheExactFit) {
   EXPECT_EQ(ConfirmationDraws(true, 2, 2, 4), 0);
   EXPECT_TRUE(OptimumConfirmed({1.0, 1.0005, -3.0}));
   EXPECT_FALSE(OptimumConfirmed({1.0, 0.9, -std::numeric_limits<double>::infinity()}));
+}
+
+// The growth jumps to the m whose probed gap (bounds without gradients at θ̂, Z the nested
+// greedy selection at the cap) is within the tolerance, and fits there only
+// (SparseFitOptions::probe_growth); checked against the growth that fits at every level it
+// reaches on the same real series: both end with the gap closed and the exact log likelihood in
+// their intervals, the jump in fewer levels and fewer gradient evaluations, not lower than the
+// level-by-level optimum by more than the tolerance; each probe list ends at the m it chose with
+// the gap within the tolerance, the probes before it outside.
+TEST(SparseFitTest, ProbeJumpsToTheMWhoseGapIsWithinTolerance) {
+  const Dataset data = Standardized(LoadBundled("sunspots_yearly.csv"));  // n = 289
+  const GpModel model = MakeModel(data, "C*SE");
+  SparseFitOptions options;
+  options.objective = FitObjective::kMaximumLikelihood;
+  options.hessian_step = 0.0;
+  // The same first level (a multi-start at m = 4 on all points) for both, then the two rules,
+  // with a tolerance that needs several levels.
+  options.exploration_points = 0;
+  options.initial_inducing = 4;
+  options.gap_tolerance = 1e-3;
+  options.relative_gap_tolerance = 0.0;
+  // Started as the sparse score starts (the periodogram's periods): the yearly mode.
+  for (const StartPoint& start : DataInformedStarts(model)) {
+    options.extra_starts.push_back(start.raw);
+  }
+  options.probe_growth = false;
+  absl::StatusOr<SparseFitResult> every = FitSparse(model, options);
+  ASSERT_TRUE(every.ok()) << every.status();
+  options.probe_growth = true;
+  absl::StatusOr<SparseFitResult> jumped = FitSparse(model, options);
+  ASSERT_TRUE(jumped.ok()) << jumped.status();
+  for (const SparseFitResult* fit : {&*every, &*jumped}) {
+    EXPECT_EQ(fit->stop_reason, SparseStopReason::kGapTolerance) << fit->Summary();
+    const absl::StatusOr<double> exact = model.LogLikelihood(fit->raw);
+    ASSERT_TRUE(exact.ok());
+    EXPECT_LE(fit->lower, *exact + 1e-6);
+    EXPECT_GE(fit->upper, *exact - 1e-6);
+  }
+  EXPECT_TRUE(every->probes.empty());
+  ASSERT_FALSE(jumped->probes.empty()) << jumped->Summary();
+  EXPECT_LT(jumped->steps.size(), every->steps.size()) << jumped->Summary() << every->Summary();
+  EXPECT_LT(jumped->evaluations, every->evaluations) << jumped->Summary() << every->Summary();
+  EXPECT_GT(jumped->lower, every->lower - every->gap_tolerance)
+      << jumped->Summary() << every->Summary();
+  // The m fitted last was chosen by a probe within the tolerance (the probes run smallest m
+  // first and stop at the first that closes: a closing probe is the last of its choice).
+  const int final_m = jumped->steps.back().num_inducing;
+  bool chosen_by_probe = false;
+  for (size_t p = 0; p < jumped->probes.size(); ++p) {
+    const SparseFitResult::Probe& probe = jumped->probes[p];
+    const double tolerance =
+        std::max(options.gap_tolerance, options.relative_gap_tolerance * std::abs(probe.lower));
+    const bool closes = probe.upper - probe.lower <= tolerance;
+    if (closes && probe.num_inducing == final_m) chosen_by_probe = true;
+    if (closes && p + 1 < jumped->probes.size()) {
+      EXPECT_LE(jumped->probes[p + 1].num_inducing, probe.num_inducing) << jumped->Summary();
+    }
+  }
+  // ... or the selection at θ̂ ran out of variance before it (fewer points than m: Z spans the
+  // data's kernel to the selection's tolerance, and no larger m could add a point).
+  EXPECT_TRUE(chosen_by_probe || jumped->num_inducing < final_m) << jumped->Summary();
+  // Same bits on two threads.
+  options.sparse.threads = 2;
+  absl::StatusOr<SparseFitResult> two = FitSparse(model, options);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->raw, jumped->raw);
+  EXPECT_EQ(two->lower, jumped->lower);
+  EXPECT_EQ(two->upper, jumped->upper);
+}
+
+// Where no m up to the cap can close the gap (hourly temperatures with a daily cycle and tiny
+// noise, capped at m = 48), the fit reaches the cap without fitting every level, and the result
+// says the cap stopped it, with an interval that still brackets the exact log likelihood and
+// the daily period found.
+TEST(SparseFitTest, SaysTheCapStoppedItWhenNoProbeClosesTheGap) {
+  const Dataset data = Standardized(LoadBundled("sf_temps.csv"), 8);  // n = 1,095
+  const GpModel model = MakeModel(data, "C*SE+C*PER*SE");
+  SparseFitOptions options;
+  options.objective = FitObjective::kMaximumLikelihood;
+  options.hessian_step = 0.0;
+  options.exploration_points = 0;  // the multi-start on all points: the daily mode
+  options.initial_inducing = 8;
+  options.max_inducing = 48;
+  for (const StartPoint& start : DataInformedStarts(model)) {
+    options.extra_starts.push_back(start.raw);
+  }
+  absl::StatusOr<SparseFitResult> fit = FitSparse(model, options);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->stop_reason, SparseStopReason::kMaxInducing) << fit->Summary();
+  EXPECT_EQ(fit->num_inducing, 48);
+  EXPECT_GT(fit->gap(), fit->gap_tolerance);
+  EXPECT_NE(fit->Summary().find("stopped: max_inducing"), std::string::npos);
+  // The fit reached the cap without a level at every m of 8, 16, 32, 48.
+  EXPECT_LT(fit->steps.size(), 4u) << fit->Summary();
+  EXPECT_EQ(fit->steps.back().num_inducing, 48);
+  // (A probe may close the gap at the smooth optimum of a small m — here m = 32 at m = 8's —
+  // and the fit there open it again: each θ̂ is probed afresh, and the cap ends it.)
+  EXPECT_FALSE(fit->probes.empty()) << fit->Summary();
+  EXPECT_GT(fit->steps.back().upper - fit->steps.back().lower, fit->gap_tolerance);
+  const absl::StatusOr<double> exact = model.LogLikelihood(fit->raw);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_LE(fit->lower, *exact + 1e-6);
+  EXPECT_GE(fit->upper, *exact - 1e-6);
+  EXPECT_NEAR(fit->values.at("PER.period"), 1.0, 0.01) << fit->Summary();  // x in days
 }
 
 TEST(SparseFitTest, BadOptionsAreRefusedByName) {

@@ -90,6 +90,44 @@ TEST(SparseScoreTest, IntervalsBracketTheExactMetricsAndRankAsExact) {
             0u);
 }
 
+// At scale (the MLL fit explored on a subsample) the MAP fit starts only from the MLL optimum,
+// at the MLL fit's m, with no multi-start of its own: fewer evaluations than the MLL fit and its
+// subsample, its interval still around the exact log p(y|θ) at its point, the MLL not below the
+// ELBO at the MAP point (the refit rule, also from the MAP point only), and the same bits for 1
+// and 2 threads.
+TEST(SparseScoreTest, AtScaleTheMapFitStartsFromTheMllOptimumAtItsM) {
+  const Dataset data = EveryFourthMonth();  // n = 131
+  SparseScoreOptions options;
+  options.fit.restarts = 1;
+  options.fit.initial_inducing = 8;
+  options.fit.exploration_points = 60;  // "at scale" for this test: explored on 60 points
+  options.fit.exploration_max_inducing = 16;
+  options.metrics = {Metric::kMll, Metric::kMap, Metric::kLap0};
+  const KernelExpr kernel = *ParseKernel("C*SE+C*PER*SE");
+  absl::StatusOr<SparseKernelScore> s = ScoreKernelSparse(data, kernel, options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  SCOPED_TRACE(s->Summary() + s->mll_fit->Summary() + s->map_fit->Summary());
+  ASSERT_GT(s->mll_fit->exploration_points, 0);
+  EXPECT_EQ(s->map_fit->exploration_points, 0);
+  // No multi-start of its own: cheaper than the MLL fit with its subsample's evaluations.
+  EXPECT_LT(s->map_fit->evaluations,
+            s->mll_fit->evaluations + s->mll_fit->exploration_evaluations);
+  EXPECT_EQ(s->map_fit->may_not_be_global, s->mll_fit->may_not_be_global);
+  EXPECT_GE(s->mll_fit->lower, s->map_fit->lower);
+  absl::StatusOr<PreparedModel> prepared =
+      PrepareModel(data, kernel, true, XScaling{}, HyperparameterSettings{});
+  ASSERT_TRUE(prepared.ok());
+  const double at_map = *prepared->model.LogLikelihood(s->map_fit->raw);
+  EXPECT_LE(s->map_fit->lower, at_map + 1e-9);
+  EXPECT_GE(s->map_fit->upper, at_map - 1e-9);
+  EXPECT_TRUE(s->metrics.count("lap0"));
+  options.fit.sparse.threads = 2;
+  absl::StatusOr<SparseKernelScore> two = ScoreKernelSparse(data, kernel, options);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->map_fit->raw, s->map_fit->raw);
+  EXPECT_EQ(two->metrics, s->metrics);
+}
+
 TEST(SparseScoreTest, BadInputIsRefusedBeforeAnyFit) {
   Dataset data = EveryFourthMonth();
   SparseScoreOptions options;
