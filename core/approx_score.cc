@@ -52,6 +52,7 @@ FitResult FitResultOfSparse(const SparseFitResult& sparse, double x_factor,
   fit.evaluations = sparse.evaluations + sparse.exploration_evaluations;
   fit.objective_hessian = sparse.objective_hessian;
   // The multi-start's confirmation (SparseFitOptions::max_draws_factor), for the headline.
+  fit.starts = sparse.starts;
   fit.starts_at_best = sparse.starts_at_best;
   fit.extra_draws = sparse.extra_draws;
   fit.may_not_be_global = sparse.may_not_be_global;

@@ -597,6 +597,7 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
           for (const End& end : ends) values.push_back(end.value);
           double best = -std::numeric_limits<double>::infinity();
           for (double v : values) best = std::max(best, v);
+          result.starts = static_cast<int>(values.size());
           result.starts_at_best = StartsReaching(values, best);
           result.may_not_be_global = u > 0 && options.restarts > 0 && result.starts_at_best < 2;
         }
@@ -708,6 +709,13 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
 
 }  // namespace
 
+void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFitResult* fit) {
+  fit->starts = multi_start.starts;
+  fit->starts_at_best = multi_start.starts_at_best;
+  fit->extra_draws = multi_start.extra_draws;
+  fit->may_not_be_global = multi_start.may_not_be_global;
+}
+
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
                                           const ProgressCallback& progress) {
   GPSEL_RETURN_IF_ERROR(options.Validate());
@@ -775,9 +783,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
           !modes.empty()) {
         result.exploration_points = static_cast<int>(rows.size());
         result.exploration_evaluations = explored.evaluations;
-        result.starts_at_best = explored.starts_at_best;
-        result.extra_draws = explored.extra_draws;
-        result.may_not_be_global = explored.may_not_be_global;
+        InheritMultiStartConfirmation(explored, &result);
         starts = modes;
         // The ELBO grows about in proportion to n: the tolerance the full fit will apply.
         const double tolerance = GapTolerance(

@@ -141,8 +141,10 @@ struct SparseFitResult {
   int exploration_points = 0;
   int exploration_evaluations = 0;
   // The multi-start's confirmation (SparseFitOptions::max_draws_factor; on the subsample when
-  // one was explored): starts ending within kSameOptimumNats of the best end point, prior draws
-  // added, and whether the cap stopped it with the best reached once ("may not be global").
+  // one was explored): its starts (0 when only warm starts were fitted), those ending within
+  // kSameOptimumNats of the best end point, prior draws added, and whether the cap stopped it
+  // with the best reached once ("may not be global").
+  int starts = 0;
   int starts_at_best = 0;
   int extra_draws = 0;
   bool may_not_be_global = false;
@@ -170,6 +172,10 @@ struct SparseFitResult {
 // Maximises the sparse objective (see the banner). INVALID_ARGUMENT for bad options or
 // extra_starts of the wrong size; FAILED_PRECONDITION when no start reaches a finite value; the
 // callback's status when cancelled (polled at every bound evaluation).
+// A fit from warm starts only (SparseFitOptions::only_warm_starts) after `multi_start`, the fit
+// whose multi-start found its start: it reports that multi-start's confirmation as its own.
+void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFitResult* fit);
+
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
                                           const ProgressCallback& progress = nullptr);
 

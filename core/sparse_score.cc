@@ -99,11 +99,7 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
     if (!need_hessian) fit.hessian_step = 0.0;
     absl::StatusOr<SparseFitResult> result = FitSparse(model, fit, progress);
     if (!result.ok()) return result.status();
-    if (fit.only_warm_starts) {
-      result->starts_at_best = score.mll_fit->starts_at_best;
-      result->extra_draws = score.mll_fit->extra_draws;
-      result->may_not_be_global = score.mll_fit->may_not_be_global;
-    }
+    if (fit.only_warm_starts) InheritMultiStartConfirmation(*score.mll_fit, &*result);
     score.map_fit = *std::move(result);
   }
   if (score.mll_fit && score.map_fit && score.map_fit->lower > score.mll_fit->lower) {
@@ -128,9 +124,7 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
       if (fit.only_warm_starts) {  // the multi-start (and its confirmation) was the first fit's
         result->exploration_points = score.mll_fit->exploration_points;
         result->exploration_evaluations = score.mll_fit->exploration_evaluations;
-        result->starts_at_best = score.mll_fit->starts_at_best;
-        result->extra_draws = score.mll_fit->extra_draws;
-        result->may_not_be_global = score.mll_fit->may_not_be_global;
+        InheritMultiStartConfirmation(*score.mll_fit, &*result);
       }
       score.mll_fit = *std::move(result);
     }

@@ -262,6 +262,9 @@ TEST(SparseFitTest, MultiStartConfirmsItsOptimumAsTheExactFit) {
   absl::StatusOr<SparseFitResult> confirmed = FitSparse(model, options);
   ASSERT_TRUE(confirmed.ok());
   EXPECT_LE(confirmed->extra_draws, 3);
+  // The starts counted: the prior mean, the draws and the extra draws (the headline's "of N").
+  EXPECT_EQ(once->starts, 2);
+  EXPECT_EQ(confirmed->starts, 2 + confirmed->extra_draws);
   if (confirmed->may_not_be_global) {
     EXPECT_EQ(confirmed->extra_draws, 3) << confirmed->Summary();
     EXPECT_LT(confirmed->starts_at_best, 2);

@@ -113,6 +113,11 @@ TEST(SparseScoreTest, AtScaleTheMapFitStartsFromTheMllOptimumAtItsM) {
   EXPECT_LT(s->map_fit->evaluations,
             s->mll_fit->evaluations + s->mll_fit->exploration_evaluations);
   EXPECT_EQ(s->map_fit->may_not_be_global, s->mll_fit->may_not_be_global);
+  // ... and the count of that multi-start's starts, which the headline prints ("1 of N starts
+  // reached it"; it printed "1 of 0" before).
+  EXPECT_GE(s->mll_fit->starts, 1 + options.fit.restarts);
+  EXPECT_EQ(s->map_fit->starts, s->mll_fit->starts);
+  EXPECT_GE(s->mll_fit->starts, s->mll_fit->starts_at_best);
   EXPECT_GE(s->mll_fit->lower, s->map_fit->lower);
   absl::StatusOr<PreparedModel> prepared =
       PrepareModel(data, kernel, true, XScaling{}, HyperparameterSettings{});
