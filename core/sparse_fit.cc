@@ -731,7 +731,10 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   }
   const int n = model.num_points();
   GPSEL_ASSIGN_OR_RETURN(const auto capped, InducingCap(model, options));
-  const auto [cap, cap_reason] = capped;
+  // Named copies, not a structured binding: the lambdas below capture `cap`, which C++17 does
+  // not allow for a binding (clang refuses it; the fuzz build uses clang).
+  const int cap = capped.first;
+  const SparseStopReason cap_reason = capped.second;
 
   SparseFitResult result;
   result.objective = options.objective;
