@@ -324,10 +324,6 @@ struct KernelToScore {
   // score for it rather than failing the call, as ScoreKernels does when it scores it itself.
   bool start_only = false;
 };
-// Scores one round: for each entry, in order, exactly what ScoreKernel(data, entry.kernel,
-// options with fit.seed = entry.fit_seed and nested_parents = entry.nested_parents) returns;
-// nullopt only for a start_only entry it could not score. `round` is 1-based. An error fails
-// the whole ScoreKernels call with it.
 // The sub-kernels ScoreKernels also scores with ScoreOptions::search_starts, for `kernels`
 // (BASE[*] expanded): those left by removing base kernels one at a time, down to single base
 // kernels, each once and none of `kernels`; kernels of more than 5 base kernels get none.
@@ -335,6 +331,10 @@ std::vector<KernelExpr> SubKernelsForSearchStarts(const std::vector<KernelExpr>&
 // Whether a sub-kernel's scoring error (ScoreOptions::search_starts) only means it offers no
 // start: any error but a cancellation or a deadline, which stop the whole call.
 bool SubKernelErrorOffersNoStart(const absl::Status& status);
+// Scores one round: for each entry, in order, exactly what ScoreKernel(data, entry.kernel,
+// options with fit.seed = entry.fit_seed and nested_parents = entry.nested_parents) returns;
+// nullopt only for a start_only entry it could not score. `round` is 1-based. An error fails
+// the whole ScoreKernels call with it.
 using KernelRoundScorer = std::function<absl::StatusOr<std::vector<std::optional<KernelScore>>>(
     int round, const std::vector<KernelToScore>& entries, const ProgressCallback& progress)>;
 absl::StatusOr<std::vector<KernelScore>> ScoreKernels(const Dataset& data,
