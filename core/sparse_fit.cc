@@ -798,7 +798,7 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
         // than the subsample's largest m, where an evaluation is cheap, and the probes at its
         // optimum choose the next m.
         if (m > options.exploration_max_inducing) {
-          m = std::max(1, std::min(m, options.exploration_max_inducing));
+          m = options.exploration_max_inducing;  // >= 1 (Validate)
           first_probe.reset();
         }
         GPSEL_RETURN_IF_ERROR(ReportProgress(
