@@ -60,11 +60,15 @@ struct SparseGpOptions {
   // about n·ε or more out of tr(Q), which the upper bound's σ² + t feels directly: with an
   // absolute 1e-6 and σ² = 5e-4 (Mauna Loa, n = 261) the gap stayed at 28 nats however many
   // points were added, and 1e-8 absolute is already ≈ σ² at the noise floor (1e-4) for n = 10⁴.
-  // 1e-10 keeps n·ε below the floor up to n = 10⁶; when K_uu + εI is not positive definite at
-  // some θ the factorisation is retried with ε × 100 (up to max_jitter) and SparseBounds::jitter
-  // says which ε the bounds used. The greedy selection keeps K_uu's pivots above 1e-10·max
-  // k(x,x) at the θ it chose Z at.
-  double jitter = 1e-10;
+  // The upper bound feels t about n times over (its quadratic form yᵀ(Q + (σ² + t)I)⁻¹y moves by
+  // ≈ t·‖Σ⁻¹y‖²/2 ≈ t·n/(2σ²)), so ε's share of the gap grows like n²ε/σ²: on a 10⁵-point series
+  // (bench/sparse_scale_data.py, σ² = 1.3·10⁻³) with Z run to its end the gap was 720 nats with
+  // 10⁻¹⁰, 1.5 with 10⁻¹³ (bench/RESULTS.md, issue 28, twentieth session). When K_uu + εI is
+  // not positive definite at some θ the factorisation is retried with ε × 100 (up to
+  // max_jitter) and SparseBounds::jitter says which ε the bounds used. The greedy selection
+  // keeps K_uu's pivots above 10⁻¹²·max k(x,x) at the θ it chose Z at, ten times ε and far above
+  // the factorisation's rounding (≈ m·10⁻¹⁶).
+  double jitter = 1e-13;
   double max_jitter = 1e-6;
   // Columns of K_uf made at once (the derivative blocks hold u·m·block_columns doubles per
   // thread).
@@ -129,9 +133,9 @@ Eigen::VectorXd KernelDiagonal(const GpModel& model, const Eigen::VectorXd& free
 struct InducingSelectionOptions {
   int max_points = 256;  // m at most (capped at n)
   // Stop early when the largest conditional variance left, k(x,x) − Q(x,x), is at most this
-  // times the largest prior variance k(x,x): the remaining points add nothing the jitter would
-  // not swamp.
-  double relative_tolerance = 1e-10;
+  // times the largest prior variance k(x,x): the remaining points add nothing the jitter
+  // (SparseGpOptions::jitter, ten times smaller) would not swamp.
+  double relative_tolerance = 1e-12;
   absl::Status Validate() const;  // max_points ≥ 1, tolerance ≥ 0 and finite
 };
 
