@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "gpsel/core/approx_score.h"
 #include "gpsel/core/gp_model.h"
+#include "gpsel/core/sparse_cost.h"
 
 namespace gpsel {
 namespace {
@@ -106,12 +107,13 @@ MemoryEstimate Make(int64_t bytes, std::string breakdown) {
   return m;
 }
 
-// The sparse fits (core/sparse_fit.h): the selection's factor and A = L⁻¹K_uf (n×m each) and the
-// gradient's blocks, about 3 n·m doubles, plus x, y and the diagonal (n·(d + 3)); m as the
-// request's ApproxOptions allows.
-int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx) {
-  const int64_t m = approx.MaxInducing(n);
-  return kDouble * (3 * n * m + n * (d + 3)) + kBlasBufferBytes;
+// A sparse fit's peak (core/sparse_cost.h) at the largest m it may reach: the M asked for or
+// the default cap, within the fit's memory budget.
+int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx, const KernelExpr& kernel,
+                       int threads) {
+  const int64_t m = std::max<int64_t>(
+      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, static_cast<int>(d)));
+  return EstimateSparseBytes(n, m, kernel, threads, static_cast<int>(d)) + kBlasBufferBytes;
 }
 
 int FitThreads(const FitOptions& fit) { return std::max(1, fit.pool != nullptr ? 1 : fit.threads); }
@@ -147,7 +149,7 @@ MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<Kernel
   std::string worst_kernel;
   for (const KernelExpr& kernel : kernels) {
     if (ChooseApproximation(data, kernel, options).sparse) {
-      const int64_t bytes = SparseFitBytes(n, data.num_dims(), options.approx);
+      const int64_t bytes = SparseFitBytes(n, data.num_dims(), options.approx, kernel, threads);
       if (bytes > worst) {
         worst = bytes;
         worst_kernel = ToString(kernel) + " (sparse)";
@@ -187,7 +189,10 @@ MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& op
   const int threads = std::max(1, options.threads);
   const int depth = std::max(1, options.max_depth);
   if (ChooseSearchApproximation(data, options).sparse) {
-    return Make(threads * SparseFitBytes(n, data.num_dims(), options.score.approx),
+    // The widest candidate: `depth` copies of SE summed (2 parameters each, as the widest base).
+    const KernelExpr widest =
+        KernelExpr::Sum(std::vector<KernelExpr>(depth, KernelExpr::Base(BaseKernel::kSE)));
+    return Make(threads * SparseFitBytes(n, data.num_dims(), options.score.approx, widest, 1),
                 absl::StrFormat("n = %d, %d sparse candidate(s) at once", n, threads));
   }
   // Each candidate's fit runs in its thread: its Hessian comes after its evaluations.
@@ -204,7 +209,8 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
                                      int64_t num_new_points, const PredictOptions& options) {
   const int64_t n = data.num_points();
   if (ChooseApproximation(data, kernel, options.fit).sparse) {
-    return Make(SparseFitBytes(n, data.num_dims(), options.fit.approx) +
+    return Make(SparseFitBytes(n, data.num_dims(), options.fit.approx, kernel,
+                               std::max(1, options.fit.fit.threads)) +
                     kDouble * num_new_points * (data.num_dims() + 4),
                 absl::StrFormat("n = %d, %d new points, sparse", n, num_new_points));
   }

@@ -15,11 +15,6 @@ namespace {
 // synthetic series, CPU seconds per evaluation against n·m² and n·m·u).
 constexpr double kSecondsPerFlop = 1.0 / 12e9;     // the passes' BLAS 3 work, one core
 constexpr double kSecondsPerKernelEntry = 1.2e-8;  // one kernel entry and its derivatives
-// Evaluations a sparse fit makes, in units of one evaluation at its final m (the levels below
-// cost a quarter each of the next; the first level's several starts are cheap).
-constexpr double kFinalMEvaluationsPerFit = 120.0;
-// Parallel efficiency of the chunked passes on 2 threads.
-constexpr double kParallelEfficiency = 0.85;
 
 int NumFreeParameters(const KernelExpr& kernel) {
   absl::StatusOr<std::vector<HyperparameterInfo>> info = DescribeHyperparameters(kernel, {});
@@ -34,15 +29,6 @@ double SparseEvaluationSeconds(int64_t n, int64_t m, int num_parameters) {
          nd * md * (num_parameters + 2) * kSecondsPerKernelEntry;
 }
 
-double EstimateSparseSeconds(int64_t n, int64_t m, const KernelExpr& kernel, int threads) {
-  const int u = NumFreeParameters(kernel);
-  const double one = SparseEvaluationSeconds(n, m, u);
-  const double evaluations = 2.0 * kFinalMEvaluationsPerFit + 4.0 * u;
-  const double speedup =
-      threads <= 1 ? 1.0 : std::min<double>(threads, kSparseChunks) * kParallelEfficiency;
-  return evaluations * one / speedup;
-}
-
 int64_t EstimateSparseBytes(int64_t n, int64_t m, const KernelExpr& kernel, int threads,
                             int num_columns) {
   const int64_t u = NumFreeParameters(kernel);
@@ -52,6 +38,22 @@ int64_t EstimateSparseBytes(int64_t n, int64_t m, const KernelExpr& kernel, int 
       8 * int64_t{std::max(threads, 1)} * (u + 3) * m * SparseGpOptions{}.block_columns;
   const int64_t small = 8 * (kSparseChunks + 16) * m * m;
   return data + std::max(selection, blocks) + small;
+}
+
+int64_t SparseInducingCap(int64_t n, int64_t max_inducing, const KernelExpr& kernel, int threads,
+                          int num_columns, int64_t budget_bytes) {
+  const int64_t most = max_inducing > 0 ? std::min(max_inducing, n) : n;
+  int64_t cap = 0;  // bytes grow with m: bisect for the last m within the budget
+  for (int64_t lo = 1, hi = std::max<int64_t>(most, 1); lo <= hi;) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (EstimateSparseBytes(n, mid, kernel, threads, num_columns) <= budget_bytes) {
+      cap = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return std::min(cap, most);
 }
 
 }  // namespace gpsel

@@ -336,27 +336,19 @@ absl::StatusOr<std::pair<int, SparseStopReason>> InducingCap(const GpModel& mode
     cap_reason = SparseStopReason::kMaxInducing;
   }
   // The largest m whose estimated peak (core/sparse_cost.h) fits the budget.
-  auto bytes_at = [&](int64_t m_try) {
-    return EstimateSparseBytes(n, m_try, model.kernel(), options.sparse.threads,
-                               static_cast<int>(model.x().cols()));
-  };
-  int64_t memory_cap = 0;
-  for (int64_t lo = 1, hi = std::max(n, 1); lo <= hi;) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (bytes_at(mid) <= options.memory_budget_bytes) {
-      memory_cap = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
+  const int64_t memory_cap =
+      SparseInducingCap(n, 0, model.kernel(), options.sparse.threads,
+                        static_cast<int>(model.x().cols()), options.memory_budget_bytes);
   if (memory_cap < cap) {
     if (memory_cap < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("memory_budget_bytes: ", options.memory_budget_bytes,
                        " bytes cannot hold a fit with "
                        "one inducing point at n = ",
-                       n, " (", bytes_at(1), " bytes needed)"));
+                       n, " (",
+                       EstimateSparseBytes(n, 1, model.kernel(), options.sparse.threads,
+                                           static_cast<int>(model.x().cols())),
+                       " bytes needed)"));
     }
     cap = static_cast<int>(memory_cap);
     cap_reason = SparseStopReason::kMemoryCap;

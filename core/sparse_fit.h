@@ -27,6 +27,7 @@
 #include "gpsel/core/fit.h"
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/progress.h"
+#include "gpsel/core/sparse_cost.h"
 #include "gpsel/core/sparse_gp.h"
 
 namespace gpsel {
@@ -60,7 +61,7 @@ struct SparseFitOptions {
   bool probe_growth = true;
   // Bytes the fit may hold: caps m at the largest whose EstimateSparseBytes (core/sparse_cost.h:
   // the data, the greedy selection's n×m factor, the per-thread blocks) fits, about budget/(8n).
-  int64_t memory_budget_bytes = int64_t{2} << 30;
+  int64_t memory_budget_bytes = kSparseMemoryBudgetBytes;
   // Stop growing m once UB − ELBO ≤ max(gap_tolerance, relative_gap_tolerance·|ELBO|).
   double gap_tolerance = 1.0;
   double relative_gap_tolerance = 1e-3;

@@ -12,6 +12,7 @@
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/progress_clock.h"
 #include "gpsel/core/sparse_cost.h"
+#include "gpsel/core/sparse_fit.h"
 
 namespace gpsel {
 namespace {
@@ -83,35 +84,59 @@ FitCost KernelFitCost(int64_t n, int u, int fits, int starts, int threads, bool 
   return cost;
 }
 
-// The sparse model (core/sparse_fit.h): one bound evaluation with its gradient costs
-// SparseEvaluationSeconds (core/sparse_cost.h, whose constants were checked against the
-// measured evaluations of bench/RESULTS.md, issue 28). m doubles from 32; each larger m refits
-// the kept modes (3) for up to 3 select-and-fit rounds, warm, at about half a cold start's
-// evaluations.
-constexpr double kSparseRefitsPerStep = 4.5;
+// The sparse model, after what FitSparse does (core/sparse_fit.h), counted in evaluations of
+// both bounds with their gradients (SparseEvaluationSeconds, core/sparse_cost.h):
+//  - above SparseFitOptions::exploration_points rows, every start on a subsample of that many
+//    at m ≤ exploration_max_inducing (64); the full data's first fit from its kept modes there;
+//  - one greedy selection at the cap and bounds probed without gradients (a third of an
+//    evaluation each) along 64, 128, …, the cap;
+//  - the fit at the final m, kSparseFinalFitEvaluations per fit (sf_temps, m = 512: 108 for the
+//    MLL, 83 for the MAP fit warm from it; bench/RESULTS.md, issue 28, nineteenth session), and
+//    the Laplace Hessian's 4u evaluations there.
+// The final m is the data's (on 10⁵ synthetic points the gap closed at m = 207 under the default
+// cap of 512; on sf_temps it never did), so the estimate takes the cap: the most it can cost.
+constexpr double kSparseFinalFitEvaluations = 100.0;
+constexpr double kSparseProbeShare = 1.0 / 3.0;
+// Parallel efficiency of the chunked passes (kSparseChunks) on 2 threads.
+constexpr double kSparseParallelEfficiency = 0.85;
 
-// The largest m the sparse fits of a request reach (ScoreOptions::approx).
-int SparseInducing(int64_t n, const ApproxOptions& approx) {
-  return static_cast<int>(std::max<int64_t>(1, approx.MaxInducing(n)));
+// The largest m the sparse fits of a request reach: the M asked for or the default cap
+// (ApproxOptions::MaxInducing), within the fit's default memory budget.
+int SparseInducing(int64_t n, const ApproxOptions& approx, const KernelExpr& kernel, int threads,
+                   int num_columns) {
+  return static_cast<int>(std::max<int64_t>(
+      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, num_columns)));
 }
 
-// One kernel's sparse fits: the first m with every start, then each doubling of m with the kept
-// modes; the Laplace Hessian is 4u gradient evaluations at the last m.
-FitCost SparseKernelFitCost(int64_t n, int u, int fits, int starts, bool laplace,
-                            const ApproxOptions& approx) {
-  const int m_max = SparseInducing(n, approx);
-  int m = approx.inducing_points > 0 ? m_max : std::min(32, m_max);
+// One kernel's sparse fits (`fits` of them, `starts` starts each) and its Laplace Hessian; u
+// free parameters (a search's estimate counts a kernel of u parameters, `kernel` its shape).
+FitCost SparseKernelFitCost(int64_t n, const KernelExpr& kernel, int u, int num_columns, int fits,
+                            int starts, bool laplace, const ApproxOptions& approx, int threads) {
+  const SparseFitOptions defaults;
+  const int m_max = SparseInducing(n, approx, kernel, threads, num_columns);
+  const int64_t explore_m = std::min(defaults.exploration_max_inducing, m_max);
+  const double per_start = EvaluationsPerStart(u);
   FitCost cost;
-  double per_start = EvaluationsPerStart(u);
-  cost.evaluations += fits * starts * per_start;
-  cost.seconds += fits * starts * per_start * SparseEvaluationSeconds(n, m, u);
-  while (m < m_max) {
-    m = std::min(2 * m, m_max);
-    const double evaluations = fits * kSparseRefitsPerStep * per_start;
+  auto add = [&](double evaluations, int64_t rows, int64_t m) {
     cost.evaluations += evaluations;
-    cost.seconds += evaluations * SparseEvaluationSeconds(n, m, u);
+    cost.seconds += evaluations * SparseEvaluationSeconds(rows, m, u);
+  };
+  for (int fit = 0; fit < fits; ++fit) {
+    // The MAP fit of a score starts only from the MLL optimum when the data were explored.
+    const bool explored = n > defaults.exploration_points;
+    if (fit == 0 || !explored) {
+      add(starts * per_start, explored ? defaults.exploration_points : n, explore_m);
+      if (explored) add(defaults.kept_modes * per_start, n, explore_m);
+    }
+    add(1.0, n, m_max);  // the greedy selection at the cap
+    for (int64_t m = explore_m; m < m_max; m *= 2) add(kSparseProbeShare, n, std::min<int64_t>(2 * m, m_max));
+    add(kSparseFinalFitEvaluations, n, m_max);
   }
-  if (laplace) cost.seconds += 4.0 * u * SparseEvaluationSeconds(n, m_max, u);
+  if (laplace) add(4.0 * u, n, m_max);
+  const double speedup =
+      threads <= 1 ? 1.0
+                   : std::min<double>(threads, kSparseChunks) * kSparseParallelEfficiency;
+  cost.seconds /= speedup;
   return cost;
 }
 
@@ -188,8 +213,9 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
     const bool sparse = ChooseApproximation(data, kernel, options).sparse;
     any_sparse |= sparse;
     const FitCost cost =
-        sparse ? SparseKernelFitCost(n, FreeParameters(kernel), fits, starts,
-                                     NeedsLaplace(options.metrics), options.approx)
+        sparse ? SparseKernelFitCost(n, kernel, FreeParameters(kernel), data.num_dims(), fits,
+                                     starts, NeedsLaplace(options.metrics), options.approx,
+                                     threads)
                : KernelFitCost(n, FreeParameters(kernel), fits, starts, threads,
                                NeedsLaplace(options.metrics));
     estimate.seconds += cost.seconds;
@@ -205,8 +231,8 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
                           num_sub_kernels);
   }
   if (any_sparse) {
-    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d",
-                          SparseInducing(n, options.approx));
+    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d (costed at that m: less when the bounds meet sooner)",
+                          SparseInducing(n, options.approx, kernels.front(), threads, data.num_dims()));
   }
   return estimate;
 }
@@ -252,7 +278,8 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
     }
     // Candidates run on `threads` threads, each fit on one.
     const FitCost cost =
-        sparse ? SparseKernelFitCost(n, u, fits, candidate_starts, laplace, options.score.approx)
+        sparse ? SparseKernelFitCost(n, parent, u, data.num_dims(), fits, candidate_starts,
+                                     laplace, options.score.approx, 1)
                : KernelFitCost(n, u, fits, candidate_starts, 1, laplace);
     seconds += cost.seconds * static_cast<double>(count) /
                static_cast<double>(std::min<int64_t>(threads, count));
@@ -264,7 +291,8 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
   // (A sparse search also re-scores its best kernel exactly when that is cheap enough; not
   // counted: it is done only below kExactRescoreMaxSeconds.)
   auto rescore_cost = [&](int u) {
-    return sparse ? SparseKernelFitCost(n, u, 2, candidate_starts, true, options.score.approx)
+    return sparse ? SparseKernelFitCost(n, parent, u, data.num_dims(), 2, candidate_starts, true,
+                                        options.score.approx, 1)
                   : KernelFitCost(n, u, 2, candidate_starts, 1, true);
   };
   FitCost rescore = rescore_cost(2 * depth + 1);
@@ -281,8 +309,8 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
       "n = %d: depth %d, ~%d candidates of %d fit(s) each on %d thread(s), then %d re-score%s",
       n, depth, candidates, fits, threads, 1 + kept_rescores, kept_rescores > 0 ? "s" : "");
   if (sparse) {
-    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d",
-                          SparseInducing(n, options.score.approx));
+    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d (costed at that m: less when the bounds meet sooner)",
+                          SparseInducing(n, options.score.approx, parent, 1, data.num_dims()));
   }
   return estimate;
 }
@@ -296,7 +324,8 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
   // kernel entries) and triangular solves (2n² flops, bound by memory bandwidth).
   const double m = static_cast<double>(num_new_points);
   const bool sparse = ChoosePredictApproximation(data, kernel, num_new_points, options).sparse;
-  const int inducing = SparseInducing(n, options.fit.approx);
+  const int inducing = SparseInducing(n, options.fit.approx, kernel,
+                                      std::max(1, options.fit.fit.threads), data.num_dims());
   if (sparse) {
     // The sparse posterior: one O(n m²) pass over the data, then O(m²) per new point (the
     // same work as one data point of the pass).
@@ -313,8 +342,8 @@ TimeEstimate EstimatePredictTime(const Dataset& data, const KernelExpr& kernel,
   if (options.hyperparameters.empty() && !options.model.has_value()) {
     const int starts = options.fit.fit.restarts + ExtraStarts(kernel);
     const FitCost fit =
-        sparse ? SparseKernelFitCost(n, FreeParameters(kernel), 1, starts, false,
-                                     options.fit.approx)
+        sparse ? SparseKernelFitCost(n, kernel, FreeParameters(kernel), data.num_dims(), 1, starts,
+                                     false, options.fit.approx, std::max(1, options.fit.fit.threads))
                : KernelFitCost(n, FreeParameters(kernel), 1, starts,
                                std::max(1, options.fit.fit.threads), false);
     estimate.seconds += fit.seconds;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "gpsel/core/sparse_cost.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {
@@ -131,6 +132,28 @@ TEST(MemoryEstimateTest, EvidenceCountsItsStoredSamples) {
   EXPECT_LT(is, four);
   options.method = EvidenceMethod::kAuto;  // may run both: the larger
   EXPECT_EQ(EstimateEvidenceMemory(data, *ParseKernel("C*SE"), options).bytes, four);
+}
+
+// A sparse request's peak is the fit's at the largest m it may reach: the default cap of 512
+// within the fit's memory budget (core/sparse_cost.h), which at n = 10⁶ holds about 263 points
+// (the selection's n×m factor). It was 3·n·512 doubles (12.4 GB), which a server with a smaller
+// per-request budget would have refused although the fit never holds that much.
+TEST(MemoryEstimateTest, SparseScoreIsTheFitsPeakAtTheMItsBudgetAllows) {
+  const KernelExpr kernel = *ParseKernel("C*SE");
+  constexpr int64_t kMillion = 1'000'000;
+  const int64_t cap = SparseInducingCap(kMillion, 512, kernel);
+  EXPECT_GT(cap, 200);
+  EXPECT_LT(cap, 512);
+  EXPECT_LE(EstimateSparseBytes(kMillion, cap, kernel), kSparseMemoryBudgetBytes);
+  EXPECT_GT(EstimateSparseBytes(kMillion, cap + 1, kernel), kSparseMemoryBudgetBytes);
+  EXPECT_EQ(SparseInducingCap(1000, 512, kernel), 512);  // small n: the cap asked for
+  EXPECT_EQ(SparseInducingCap(300, 512, kernel), 300);   // never above n
+  ScoreOptions options;
+  options.approx.mode = ApproxMode::kSparse;
+  options.fit.threads = 1;
+  const MemoryEstimate estimate = EstimateScoreMemory(Points(kMillion), {kernel}, options);
+  EXPECT_GE(estimate.bytes, EstimateSparseBytes(kMillion, cap, kernel));
+  EXPECT_LT(estimate.bytes, kSparseMemoryBudgetBytes + (int64_t{100} << 20));
 }
 
 TEST(MemoryEstimateTest, FormatsBytesInDecimalUnits) {

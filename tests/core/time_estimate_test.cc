@@ -11,10 +11,13 @@
 
 #include "gmock/gmock.h"
 #include "gpsel/core/instrumentation.h"
+#include "gpsel/core/sparse_cost.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {
 namespace {
+
+using ::testing::HasSubstr;
 
 Dataset Points(int n) {
   Dataset data;
@@ -121,6 +124,26 @@ double ProcessCpuSeconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The sparse estimate is costed at the largest m a fit may reach (core/sparse_cost.h): at n = 10⁶
+// the memory budget's cap (about 263), not the default 512, and it says that it is an upper
+// figure. It grows about linearly in n at a fixed m.
+TEST(TimeEstimateTest, SparseScoreIsCostedAtTheCapItsMemoryAllows) {
+  const KernelExpr kernel = *ParseKernel("C*SE");
+  ScoreOptions options;
+  options.approx.mode = ApproxMode::kSparse;
+  options.approx.inducing_points = 128;  // the same m at every n
+  options.fit.threads = 1;
+  const double small = EstimateScoreTime(Points(100'000), {kernel}, options).seconds;
+  const double large = EstimateScoreTime(Points(1'000'000), {kernel}, options).seconds;
+  EXPECT_NEAR(large / small, 10.0, 1.0);
+  options.approx.inducing_points = 0;
+  const TimeEstimate capped = EstimateScoreTime(Points(1'000'000), {kernel}, options);
+  const std::string expected =
+      "m ≤ " + std::to_string(SparseInducingCap(1'000'000, 512, kernel, 1, 1));
+  EXPECT_THAT(capped.breakdown, HasSubstr(expected));
+  EXPECT_THAT(capped.breakdown, HasSubstr("less when the bounds meet sooner"));
 }
 
 // A real score of the weekly CO₂ series' first 400 points (C*SE, both fits, Laplace, one
