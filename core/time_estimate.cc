@@ -70,6 +70,9 @@ int FreeParameters(const KernelExpr& kernel) {
 struct FitCost {
   double seconds = 0.0;
   double evaluations = 0.0;
+  // Sparse fits are costed at the largest m they may reach; this is their cost if the bounds
+  // meet at the first m of the full data instead (exact fits: `seconds`).
+  double fewest_seconds = 0.0;
 };
 
 // One kernel's fits (`fits` objectives of `starts` starts each, on `threads` threads) and its
@@ -81,6 +84,7 @@ FitCost KernelFitCost(int64_t n, int u, int fits, int starts, int threads, bool 
   const double hessians = fits * kHessiansPerFit + (laplace ? 1.0 : 0.0);
   cost.seconds = cost.evaluations * LikelihoodEvaluationSeconds(n, u) / parallel +
                  hessians * LikelihoodHessianSeconds(n, u) / std::min(2.0, parallel);
+  cost.fewest_seconds = cost.seconds;
   return cost;
 }
 
@@ -110,33 +114,40 @@ int SparseInducing(int64_t n, const ApproxOptions& approx, const KernelExpr& ker
 
 // One kernel's sparse fits (`fits` of them, `starts` starts each) and its Laplace Hessian; u
 // free parameters (a search's estimate counts a kernel of u parameters, `kernel` its shape).
+// `seconds` at the cap, `fewest_seconds` at the first m of the full data.
 FitCost SparseKernelFitCost(int64_t n, const KernelExpr& kernel, int u, int num_columns, int fits,
                             int starts, bool laplace, const ApproxOptions& approx, int threads) {
   const SparseFitOptions defaults;
-  const int m_max = SparseInducing(n, approx, kernel, threads, num_columns);
-  const int64_t explore_m = std::min(defaults.exploration_max_inducing, m_max);
+  const int64_t m_max = SparseInducing(n, approx, kernel, threads, num_columns);
+  const int64_t first_m = std::min<int64_t>(defaults.exploration_max_inducing, m_max);
   const double per_start = EvaluationsPerStart(u);
-  FitCost cost;
-  auto add = [&](double evaluations, int64_t rows, int64_t m) {
-    cost.evaluations += evaluations;
-    cost.seconds += evaluations * SparseEvaluationSeconds(rows, m, u);
-  };
-  for (int fit = 0; fit < fits; ++fit) {
-    // The MAP fit of a score starts only from the MLL optimum when the data were explored.
-    const bool explored = n > defaults.exploration_points;
-    if (fit == 0 || !explored) {
-      add(starts * per_start, explored ? defaults.exploration_points : n, explore_m);
-      if (explored) add(defaults.kept_modes * per_start, n, explore_m);
-    }
-    add(1.0, n, m_max);  // the greedy selection at the cap
-    for (int64_t m = explore_m; m < m_max; m *= 2) add(kSparseProbeShare, n, std::min<int64_t>(2 * m, m_max));
-    add(kSparseFinalFitEvaluations, n, m_max);
-  }
-  if (laplace) add(4.0 * u, n, m_max);
+  const bool explored = n > defaults.exploration_points;
   const double speedup =
       threads <= 1 ? 1.0
                    : std::min<double>(threads, kSparseChunks) * kSparseParallelEfficiency;
-  cost.seconds /= speedup;
+  auto cost_ending_at = [&](int64_t final_m) {
+    FitCost cost;
+    auto add = [&](double evaluations, int64_t rows, int64_t m) {
+      cost.evaluations += evaluations;
+      cost.seconds += evaluations * SparseEvaluationSeconds(rows, m, u) / speedup;
+    };
+    for (int fit = 0; fit < fits; ++fit) {
+      // The MAP fit of a score starts only from the MLL optimum when the data were explored.
+      if (fit == 0 || !explored) {
+        add(starts * per_start, explored ? defaults.exploration_points : n, first_m);
+        if (explored) add(defaults.kept_modes * per_start, n, first_m);
+      }
+      add(1.0, n, m_max);  // the greedy selection at the cap
+      for (int64_t m = first_m; m < final_m; m *= 2) {
+        add(kSparseProbeShare, n, std::min<int64_t>(2 * m, final_m));
+      }
+      add(kSparseFinalFitEvaluations, n, final_m);
+    }
+    if (laplace) add(4.0 * u, n, final_m);
+    return cost;
+  };
+  FitCost cost = cost_ending_at(m_max);
+  cost.fewest_seconds = cost_ending_at(first_m).seconds;
   return cost;
 }
 
@@ -193,6 +204,7 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
   double evaluations = 0.0;
   int most_starts = 0;
   bool any_sparse = false;
+  double fewest_seconds = 0.0;
   // With search_starts, the sub-kernels ScoreKernels scores first are fits too.
   std::vector<KernelExpr> scored = kernels;
   size_t num_sub_kernels = 0;
@@ -219,6 +231,7 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
                : KernelFitCost(n, FreeParameters(kernel), fits, starts, threads,
                                NeedsLaplace(options.metrics));
     estimate.seconds += cost.seconds;
+    fewest_seconds += cost.fewest_seconds;
     evaluations += cost.evaluations;
   }
   estimate.likelihood_evaluations = evaluations;
@@ -231,8 +244,13 @@ TimeEstimate EstimateScoreTime(const Dataset& data, const std::vector<KernelExpr
                           num_sub_kernels);
   }
   if (any_sparse) {
-    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d (costed at that m: less when the bounds meet sooner)",
-                          SparseInducing(n, options.approx, kernels.front(), threads, data.num_dims()));
+    absl::StrAppendFormat(
+        &estimate.breakdown, "; sparse, m ≤ %d, costed there: %s if the bounds meet at m = %d",
+        SparseInducing(n, options.approx, kernels.front(), threads, data.num_dims()),
+        FormatDuration(fewest_seconds),
+        std::min<int64_t>(SparseFitOptions{}.exploration_max_inducing,
+                          SparseInducing(n, options.approx, kernels.front(), threads,
+                                         data.num_dims())));
   }
   return estimate;
 }
@@ -309,7 +327,7 @@ TimeEstimate EstimateSearchTime(const Dataset& data, const SearchOptions& option
       "n = %d: depth %d, ~%d candidates of %d fit(s) each on %d thread(s), then %d re-score%s",
       n, depth, candidates, fits, threads, 1 + kept_rescores, kept_rescores > 0 ? "s" : "");
   if (sparse) {
-    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d (costed at that m: less when the bounds meet sooner)",
+    absl::StrAppendFormat(&estimate.breakdown, "; sparse, m ≤ %d, costed there",
                           SparseInducing(n, options.score.approx, parent, 1, data.num_dims()));
   }
   return estimate;

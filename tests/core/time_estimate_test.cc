@@ -143,7 +143,7 @@ TEST(TimeEstimateTest, SparseScoreIsCostedAtTheCapItsMemoryAllows) {
   const std::string expected =
       "m ≤ " + std::to_string(SparseInducingCap(1'000'000, 512, kernel, 1, 1));
   EXPECT_THAT(capped.breakdown, HasSubstr(expected));
-  EXPECT_THAT(capped.breakdown, HasSubstr("less when the bounds meet sooner"));
+  EXPECT_THAT(capped.breakdown, HasSubstr("if the bounds meet at m = 64"));
 }
 
 // A real score of the weekly CO₂ series' first 400 points (C*SE, both fits, Laplace, one
