@@ -56,6 +56,7 @@ FitResult FitResultOfSparse(const SparseFitResult& sparse, double x_factor,
   fit.starts_at_best = sparse.starts_at_best;
   fit.extra_draws = sparse.extra_draws;
   fit.may_not_be_global = sparse.may_not_be_global;
+  fit.num_inducing = sparse.num_inducing;
   return fit;
 }
 

@@ -53,6 +53,25 @@ class NegativeSparseObjective {
   const Eigen::VectorXd& start_t() const { return start_t_; }
 
   double operator()(const Eigen::VectorXd& t, Eigen::VectorXd& gradient_t) {
+    // The same point again (the safeguarded line search below hands its last trial to
+    // More–Thuente, which evaluates it first): the value remembered, no second evaluation.
+    if (last_t_.size() == t.size() && last_t_ == t) {
+      gradient_t = last_gradient_t_;
+      return last_value_;
+    }
+    last_t_ = t;
+    last_value_ = Evaluate(t, last_gradient_t_);
+    gradient_t = last_gradient_t_;
+    return last_value_;
+  }
+
+  bool has_best() const { return best_value_ > -std::numeric_limits<double>::infinity(); }
+  double best_value() const { return best_value_; }
+  const Eigen::VectorXd& best_raw() const { return best_raw_; }
+  int evaluations() const { return evaluations_; }
+
+ private:
+  double Evaluate(const Eigen::VectorXd& t, Eigen::VectorXd& gradient_t) {
     // The start maps back to its raw point exactly (exp/log round trips may differ in the last
     // bit); other points are clamped into the raw box.
     Eigen::VectorXd raw = start_raw_;
@@ -82,12 +101,6 @@ class NegativeSparseObjective {
     return -*value;
   }
 
-  bool has_best() const { return best_value_ > -std::numeric_limits<double>::infinity(); }
-  double best_value() const { return best_value_; }
-  const Eigen::VectorXd& best_raw() const { return best_raw_; }
-  int evaluations() const { return evaluations_; }
-
- private:
   const SparseGp& sparse_;
   const SparseFitOptions& options_;
   const ProgressCallback& progress_;
@@ -95,6 +108,8 @@ class NegativeSparseObjective {
   const Eigen::VectorXd start_t_;
   double best_value_ = -std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_raw_;
+  Eigen::VectorXd last_t_, last_gradient_t_;
+  double last_value_ = 0.0;
   int evaluations_ = 0;
 };
 
@@ -102,6 +117,70 @@ struct Optimum {
   Eigen::VectorXd raw;
   double value = -std::numeric_limits<double>::infinity();
   int evaluations = 0;
+};
+
+// Trials of SafeguardedMoreThuente's first step before LBFGSpp's More–Thuente takes over.
+constexpr int kMaxBacktracks = 6;
+constexpr int kMaxExtrapolations = 8;
+constexpr double kBacktrackFactor = 0.1;
+constexpr double kExtrapolationFactor = 4.0;
+
+// LBFGSpp's More–Thuente line search with its first trial step adjusted first. Two ways it
+// wasted most of a fit's evaluations at full n (sf_temps, m = 512: 45 of 108 in one search):
+//   - past the minimum by far: every (re)start's first step is a unit step in t along the
+//     normalised gradient, which took log σ² down by ~1 and the ELBO from 1.9·10⁴ to −2·10⁶;
+//     More–Thuente's interpolation through that value puts the next trial at 10⁻⁴, and
+//   - short of it: its extrapolation grows the step by 1.1× the last increment a trial (MINPACK's
+//     dcsrch, whose method it is, allows 4×), so from 10⁻⁴ it crept up 0.2–9 nats a trial until
+//     its 40 trials ran out.
+// Here, while the quadratic through f(0), f′(0) and f(step) has its minimum below a tenth of the
+// step (or f(step) is not finite), the step is cut tenfold (the safeguard of a backtracking
+// search); else, while the step meets the sufficient decrease but the slope along the direction
+// is still above the curvature condition's (the minimum lies well beyond), it is quadrupled.
+// More–Thuente then starts from the step reached (its first evaluation is the objective's
+// remembered last one) with the value and gradient at the start.
+template <typename Scalar>
+class SafeguardedMoreThuente {
+ public:
+  using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
+
+  template <typename Foo>
+  static void LineSearch(Foo& f, Scalar& fx, Vector& x, Vector& grad, Scalar& step,
+                         const Scalar& step_max, const Vector& drt, const Vector& xp,
+                         const LBFGSpp::LBFGSBParam<Scalar>& param) {
+    const Scalar fx_init = fx;
+    const Vector grad_init = grad;
+    const Scalar dg_init = grad.dot(drt);
+    if (dg_init < 0 && step > 0 && step <= step_max) {
+      bool backtracked = false;
+      for (int k = 0; k < kMaxBacktracks; ++k) {
+        x.noalias() = xp + step * drt;
+        const Scalar f_trial = f(x, grad);
+        const Scalar rise = f_trial - fx_init - step * dg_init;  // c·step² of the quadratic
+        const bool far_past =
+            !std::isfinite(f_trial) ||
+            (rise > 0 && -dg_init * step * step / (2 * rise) < kBacktrackFactor * step);
+        if (!far_past || step * kBacktrackFactor < param.min_step) break;
+        step *= kBacktrackFactor;
+        backtracked = true;
+      }
+      for (int k = 0; !backtracked && k < kMaxExtrapolations && step < step_max; ++k) {
+        x.noalias() = xp + step * drt;
+        const Scalar f_trial = f(x, grad);  // remembered: no second evaluation
+        const bool decreased =
+            std::isfinite(f_trial) && f_trial <= fx_init + param.ftol * step * dg_init;
+        if (!decreased || grad.dot(drt) > param.wolfe * dg_init) break;
+        const Scalar longer = std::min(step_max, kExtrapolationFactor * step);
+        x.noalias() = xp + longer * drt;
+        if (!std::isfinite(f(x, grad))) break;  // More–Thuente keeps the finite step
+        step = longer;
+      }
+    }
+    fx = fx_init;
+    grad = grad_init;
+    LBFGSpp::LineSearchMoreThuente<Scalar>::LineSearch(f, fx, x, grad, step, step_max, drt, xp,
+                                                       param);
+  }
 };
 
 // One L-BFGS-B fit with Z fixed from `start`; restarted from the best point (fresh curvature
@@ -142,7 +221,8 @@ std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& 
   // step 1.1× a trial (sf_temps, m = 512: 40 trials creeping up 0.2–9 nats each after an
   // overshoot, then a restart gained 4,000 nats in 36); 10 trials cut the MLL fit alone from 199
   // to 133 CPU s but the whole score grew from 351 to 452 CPU s, its MAP fit ended 95 nats lower
-  // and its Hessian was not negative definite (bench/RESULTS.md, nineteenth session).
+  // and its Hessian was not negative definite (bench/RESULTS.md, nineteenth session). The creep
+  // itself is now cut where it starts, the first trial step (SafeguardedMoreThuente above).
   param.max_linesearch = 40;
   const Eigen::VectorXd lower_t =
       Eigen::VectorXd::Constant(u, LogScaleFromRaw(options.raw_lower_bound));
@@ -155,7 +235,7 @@ std::optional<Optimum> Optimise(const SparseGp& sparse, const SparseFitOptions& 
     double fx = 0.0;
     bool failed = false;
     try {
-      LBFGSpp::LBFGSBSolver<double> solver(param);
+      LBFGSpp::LBFGSBSolver<double, SafeguardedMoreThuente> solver(param);
       solver.minimize(f, t, fx, lower_t, upper_t);
     } catch (const SparseFitCancelled&) {
       throw;
@@ -285,7 +365,9 @@ std::string SparseFitResult::Summary() const {
 
 absl::StatusOr<double> SparseObjective(const SparseGp& sparse, FitObjective objective,
                                        const Eigen::VectorXd& raw, Eigen::VectorXd* gradient) {
-  absl::StatusOr<SparseBounds> bounds = sparse.Bounds(raw, gradient != nullptr);
+  // The ELBO's gradient only: the fit and the Hessian never use the upper bound's.
+  absl::StatusOr<SparseBounds> bounds =
+      sparse.Bounds(raw, gradient != nullptr, /*upper_gradient=*/false);
   if (!bounds.ok()) return bounds.status();
   double value = bounds->lower;
   if (gradient) *gradient = bounds->lower_gradient;
@@ -511,7 +593,8 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
     std::optional<SparseGp> sparse;
     std::vector<Eigen::VectorXd> modes;  // the best distinct ends of the last round 0
     double value = -std::numeric_limits<double>::infinity();
-    bool refitted_at_spanning_z = false;  // at most once: θ̂ moves, and so does what it spans
+    // A level refitted with Z selected at θ̂ (below); at most once, since θ̂ moves again.
+    bool refitted_with_z_at_theta = false;
     for (;;) {
       SparseFitResult::Step step;
       step.num_inducing = m;
@@ -636,35 +719,40 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
         result.stop_reason = SparseStopReason::kGapTolerance;
         break;
       }
-      if (m >= cap) {
-        result.stop_reason = cap_reason;
-        break;
-      }
       // Fewer than m points: Z was chosen where no point had variance left to add — at θ̂ that
       // ends the growth (kAllPoints); at the start of the level (a smooth start, e.g. the
-      // subsample's mode), θ̂ may have more to add, and m itself is probed again there.
+      // subsample's mode), θ̂ may have more to add, and m itself is probed again there. This
+      // comes before the cap's test: a fit that asked for the cap's m and ran out of variance
+      // below it was not stopped by the cap (sf_temps every 4th hour: "m = 331 stopped by
+      // max_inducing" where the cap was 512).
       if (sparse->num_inducing() < m) {
         absl::StatusOr<InducingSelection> at_theta = Select(model, theta, m);
-        // No point has variance left to add at θ̂ either (see kAllPoints).
-        if (!at_theta.ok() || static_cast<int>(at_theta->indices.size()) < m) {
-          // But θ̂ may span more than the Z chosen where the level started: then that Z, not
-          // the data, limits the bounds, and the level is refitted once with θ̂'s own (on
-          // 10⁵ synthetic points the MAP fit kept 105 points chosen at the MLL optimum and
-          // reported a gap of 36,000 nats where θ̂ spanned 163).
-          const int spanned = at_theta.ok() ? static_cast<int>(at_theta->indices.size()) : 0;
-          if (spanned > sparse->num_inducing() && !refitted_at_spanning_z) {
-            refitted_at_spanning_z = true;
-            m = spanned;
-            selection = *std::move(at_theta);
-            selected_at = theta;
-            gap = step.upper - step.lower;
-            known_lower = step.lower;
-            value = -std::numeric_limits<double>::infinity();
-            continue;
-          }
+        const int spanned = at_theta.ok() ? static_cast<int>(at_theta->indices.size()) : 0;
+        const bool ran_out_at_theta = spanned < m;  // no point has variance left at θ̂ either
+        // θ̂ spans more than the Z chosen where the level started. When it ran out below m, that
+        // Z, not the data, limits the bounds (on 10⁵ synthetic points a MAP fit kept 105 points
+        // chosen at the MLL optimum and reported a gap of 36,000 nats where θ̂ spanned 163); at
+        // the cap there is no further m to grow to. Either way the level is refitted once with
+        // θ̂'s own Z, so the m reported is what θ̂ spans, or the cap's.
+        if (spanned > sparse->num_inducing() && (ran_out_at_theta || m >= cap) &&
+            !refitted_with_z_at_theta) {
+          refitted_with_z_at_theta = true;
+          m = spanned;
+          selection = *std::move(at_theta);
+          selected_at = theta;
+          gap = step.upper - step.lower;
+          known_lower = step.lower;
+          value = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+        if (ran_out_at_theta) {
           result.stop_reason = SparseStopReason::kAllPoints;
           break;
         }
+      }
+      if (m >= cap) {
+        result.stop_reason = cap_reason;
+        break;
       }
       gap = step.upper - step.lower;
       known_lower = step.lower;
@@ -681,34 +769,59 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
                                           step.evaluations, " evaluations at m = ",
                                           step.num_inducing, ")")}));
     }
+    // A better point at the final m and Z (a polish below): θ̂ and its bounds.
+    auto take = [&](const Optimum& better) -> absl::Status {
+      value = better.value;
+      theta = better.raw;
+      absl::StatusOr<SparseBounds> bounds = sparse->Bounds(theta);
+      if (!bounds.ok()) return bounds.status();
+      result.lower = bounds->lower;
+      result.upper = bounds->upper;
+      result.steps.back().lower = bounds->lower;
+      result.steps.back().upper = bounds->upper;
+      return absl::OkStatus();
+    };
     // Polish at the final m and Z with the full tolerance.
     if (std::optional<Optimum> polished =
             polish ? Optimise(*sparse, options, progress, theta) : std::nullopt) {
       result.evaluations += polished->evaluations;
-      if (polished->value > value) {
-        value = polished->value;
-        theta = polished->raw;
-        absl::StatusOr<SparseBounds> bounds = sparse->Bounds(theta);
-        if (!bounds.ok()) return bounds.status();
-        result.lower = bounds->lower;
-        result.upper = bounds->upper;
-        result.steps.back().lower = bounds->lower;
-        result.steps.back().upper = bounds->upper;
-      }
+      if (polished->value > value) GPSEL_RETURN_IF_ERROR(take(*polished));
     }
     if (modes_out) *modes_out = modes;
-    result.raw = theta;
-    result.values = model.NaturalValues(theta);
-    result.num_inducing = sparse->num_inducing();
-    result.inducing_indices = indices;
-    result.log_prior = model.LogPrior(theta);
-    result.objective_value =
-        result.lower +
-        (options.objective == FitObjective::kMaximumAPosteriori ? result.log_prior : 0.0);
+    auto record = [&] {
+      result.raw = theta;
+      result.values = model.NaturalValues(theta);
+      result.num_inducing = sparse->num_inducing();
+      result.inducing_indices = indices;
+      result.log_prior = model.LogPrior(theta);
+      result.objective_value =
+          result.lower +
+          (options.objective == FitObjective::kMaximumAPosteriori ? result.log_prior : 0.0);
+    };
+    record();
     if (options.hessian_step > 0.0 && u > 0) {
       absl::StatusOr<Eigen::MatrixXd> hessian =
           SparseObjectiveHessian(*sparse, options.objective, theta, options.hessian_step);
       if (!hessian.ok()) return hessian.status();
+      // The Laplace family needs the curvature at a maximum. A fit the stall rule stopped short
+      // of one (SparseFitOptions::stall_fraction: a gain of a few nats over 5 iterations is
+      // small beside an interval thousands of nats wide, but not beside log det) can leave a
+      // Hessian that is not negative definite (sf_temps, MAP at m = 512: `lap` undefined): the
+      // fit is then polished without the stall rule, and the Hessian made again there.
+      if (Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(*hessian, Eigen::EigenvaluesOnly)
+              .eigenvalues()
+              .maxCoeff() >= 0.0) {
+        if (std::optional<Optimum> polished = Optimise(*sparse, options, progress, theta)) {
+          result.evaluations += polished->evaluations;
+          if (polished->value > value) {
+            GPSEL_RETURN_IF_ERROR(take(*polished));
+            record();
+            hessian =
+                SparseObjectiveHessian(*sparse, options.objective, theta, options.hessian_step);
+            if (!hessian.ok()) return hessian.status();
+          }
+        }
+      }
       result.objective_hessian = *std::move(hessian);
     }
   }

@@ -136,7 +136,7 @@ BlockRange ChunkBlocks(Index num_blocks, int chunks, int chunk) {
 }  // namespace
 
 absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
-                                              bool with_gradient) const {
+                                              bool with_gradient, bool upper_gradient) const {
   GPSEL_RETURN_IF_ERROR(CheckRaw(*model_, free_raw));
   FlushDenormalsScope flush_denormals;
   const MatrixXd& x = model_->x();
@@ -270,18 +270,29 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
   const MatrixXd b_inverse = chol_b.solve(identity);
   const double trace_sigma_inverse = (n_d - static_cast<double>(m) + b_inverse.trace()) / s2;
   const auto upper_factor = chol_uu.matrixU();  // Lᵀ: solving with it applies L⁻ᵀ
-  // Stacked [L⁻ᵀ; L⁻ᵀB⁻¹] (2m×m).
-  MatrixXd stacked(2 * m, m);
-  stacked.topRows(m) = upper_factor.solve(identity);
-  stacked.bottomRows(m) = upper_factor.solve(b_inverse);
-  // The vectors c of both bounds (β_b = (y_b − A_bᵀc)/s).
-  MatrixXd c_both(m, 2);
+  // Bounds whose gradient is made: the ELBO's (j = 0) and, if asked, the upper bound's (j = 1).
+  const int num_bounds = upper_gradient ? 2 : 1;
+  // Both: stacked [L⁻ᵀ; L⁻ᵀB⁻¹] (2m×m), as the upper bound's c₃ needs βᵀβ, known only after
+  // pass 2. The ELBO's alone: c₃ = 1/(2σ²) is known, so its R is one m×m matrix,
+  // R = (L⁻ᵀ − L⁻ᵀB⁻¹)/σ² = L⁻ᵀ B⁻¹(AAᵀ/σ²)/σ² (I − B⁻¹ = B⁻¹AAᵀ/σ², no cancellation), and
+  // pass 2 makes R A_b: half the product's flops.
+  MatrixXd stacked;
+  if (upper_gradient) {
+    stacked.resize(2 * m, m);
+    stacked.topRows(m) = upper_factor.solve(identity);
+    stacked.bottomRows(m) = upper_factor.solve(b_inverse);
+  } else {
+    stacked = upper_factor.solve(MatrixXd(chol_b.solve(aat / s2))) / s2;
+  }
+  // The vectors c of the bounds (β_b = (y_b − A_bᵀc)/s).
+  MatrixXd c_both(m, num_bounds);
   c_both.col(0) = b_inv_ay / s2;
-  c_both.col(1) = bv_inv_ay / v;
+  if (upper_gradient) c_both.col(1) = bv_inv_ay / v;
   const double scale_both[2] = {s2, v};
 
   struct Pass2 {
-    VectorXd first, second;  // Σ(L⁻ᵀA)∘∂K_i, Σ(L⁻ᵀB⁻¹A)∘∂K_i
+    // Both bounds: Σ(L⁻ᵀA)∘∂K_i, Σ(L⁻ᵀB⁻¹A)∘∂K_i; the ELBO's alone: Σ(RA)∘∂K_i in `first`.
+    VectorXd first, second;
     MatrixXd d_beta[2];      // column i: Σ_b ∂K_i,b β_b, per bound
     MatrixXd a_beta;         // column j: Σ_b A_b β_b of bound j
     double beta_squared[2] = {0.0, 0.0};
@@ -294,7 +305,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
     out.second = VectorXd::Zero(u_k);
     out.d_beta[0] = MatrixXd::Zero(m, u_k);
     out.d_beta[1] = MatrixXd::Zero(m, u_k);
-    out.a_beta = MatrixXd::Zero(m, 2);
+    out.a_beta = MatrixXd::Zero(m, num_bounds);
     out.diag = VectorXd::Zero(u_k);
     internal::PairGeometry geometry;
     NodeValues values;
@@ -308,20 +319,19 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
       const std::vector<MatrixXd>& d_uf = evaluator_->Root(values).dk;
       a_block = k_block;
       lower_factor.solveInPlace(a_block);
-      beta.noalias() = -a_block.transpose() * c_both;  // cols×2
+      beta.noalias() = -a_block.transpose() * c_both;  // cols×num_bounds
       beta.colwise() += y.segment(c0, cols);
-      beta.col(0) /= scale_both[0];
-      beta.col(1) /= scale_both[1];
-      out.beta_squared[0] += beta.col(0).squaredNorm();
-      out.beta_squared[1] += beta.col(1).squaredNorm();
+      for (int j = 0; j < num_bounds; ++j) {
+        beta.col(j) /= scale_both[j];
+        out.beta_squared[j] += beta.col(j).squaredNorm();
+      }
       out.a_beta.noalias() += a_block * beta;
-      products.noalias() = stacked * a_block;  // [L⁻ᵀA_b; L⁻ᵀB⁻¹A_b]
+      products.noalias() = stacked * a_block;  // [L⁻ᵀA_b; L⁻ᵀB⁻¹A_b], or R A_b
       for (int q = 0; q < u_k; ++q) {
         const MatrixXd& d = d_uf[kernel_params[q]];
         out.first(q) += (products.topRows(m).array() * d.array()).sum();
-        out.second(q) += (products.bottomRows(m).array() * d.array()).sum();
-        out.d_beta[0].col(q).noalias() += d * beta.col(0);
-        out.d_beta[1].col(q).noalias() += d * beta.col(1);
+        if (upper_gradient) out.second(q) += (products.bottomRows(m).array() * d.array()).sum();
+        for (int j = 0; j < num_bounds; ++j) out.d_beta[j].col(q).noalias() += d * beta.col(j);
       }
       MakeDiagonalGeometry(*evaluator_, x, c0, cols, &geometry);
       evaluator_->Evaluate(geometry, full, true, &values);
@@ -348,7 +358,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
     double noise = 0.0;  // ∂/∂σ²
     VectorXd gradient;
   };
-  Bound bound[2];
+  Bound bound[2];  // [1] only with upper_gradient
   const double beta_squared_lower = sum.beta_squared[0];
   const double beta_squared_upper = sum.beta_squared[1];
   bound[0].c3 = 0.5 / s2;
@@ -358,7 +368,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
   bound[1].c_diag = 0.5 * beta_squared_upper;
   bound[1].noise = -0.5 * trace_sigma_inverse + 0.5 * beta_squared_upper;
   const std::vector<MatrixXd>& d_uu = evaluator_->Root(uu_values).dk;
-  for (int j = 0; j < 2; ++j) {
+  for (int j = 0; j < num_bounds; ++j) {
     Bound& bd = bound[j];
     bd.gradient = VectorXd::Zero(full.size());
     const VectorXd a_beta = a_beta_both.col(j);
@@ -373,18 +383,20 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
     for (int q = 0; q < u_k; ++q) {
       const int i = kernel_params[q];
       const double d_epsilon = relative_jitter * d_uu[i].diagonal().mean();
-      bd.gradient(i) = (w_uu.array() * d_uu[i].array()).sum() + d_epsilon * w_uu_trace +
-                       2.0 * bd.c3 * sum.first(q) - sum.second(q) / s2 +
+      // Σ W_uf ∘ ∂K_uf's R A part: 2c₃ Σ(L⁻ᵀA)∘∂K − Σ(L⁻ᵀB⁻¹A)∘∂K/σ², or Σ(RA)∘∂K.
+      const double r_a = upper_gradient ? 2.0 * bd.c3 * sum.first(q) - sum.second(q) / s2
+                                        : sum.first(q);
+      bd.gradient(i) = (w_uu.array() * d_uu[i].array()).sum() + d_epsilon * w_uu_trace + r_a +
                        r_beta.dot(sum.d_beta[j].col(q)) + bd.c_diag * sum.diag(q);
     }
     bd.gradient(noise_index) = bd.noise * noise_slope;
   }
 
   bounds.lower_gradient.resize(free_index.size());
-  bounds.upper_gradient.resize(free_index.size());
+  if (upper_gradient) bounds.upper_gradient.resize(free_index.size());
   for (size_t k = 0; k < free_index.size(); ++k) {
     bounds.lower_gradient(k) = bound[0].gradient(free_index[k]);
-    bounds.upper_gradient(k) = bound[1].gradient(free_index[k]);
+    if (upper_gradient) bounds.upper_gradient(k) = bound[1].gradient(free_index[k]);
   }
   if (!bounds.lower_gradient.allFinite() || !bounds.upper_gradient.allFinite()) {
     return absl::FailedPreconditionError("sparse bound gradients are not finite");

@@ -95,13 +95,17 @@ void PrintTable(const std::vector<KernelScore>& scores, const std::vector<Metric
   for (Metric m : metrics) absl::StrAppendFormat(&header, " %12s", MetricName(m));
   std::cout << header << "\n";
   for (const KernelScore& s : scores) {
-    // A sparse score's fits have no start statistics: its m is shown instead.
-    const std::string sparse_mark = absl::StrCat("m=", s.num_inducing);
+    // A sparse score's fits have no start statistics: each fit's own m is shown instead (the
+    // warnings name it with what stopped its growth; the score's m is the larger).
+    auto sparse_mark = [&s](const std::optional<FitResult>& fit) -> std::string {
+      if (!fit) return "-";
+      return absl::StrCat("m=", fit->num_inducing > 0 ? fit->num_inducing : s.num_inducing);
+    };
     const bool sparse = s.method == "sparse";
     std::string row = absl::StrFormat(
         "%-*s %3d %9s %9s", kernel_width, s.kernel, s.num_hyperparameters,
-        sparse ? (s.mll_fit ? sparse_mark : "-") : StartsMark(s.mll_fit),
-        sparse ? (s.map_fit ? sparse_mark : "-") : StartsMark(s.map_fit));
+        sparse ? sparse_mark(s.mll_fit) : StartsMark(s.mll_fit),
+        sparse ? sparse_mark(s.map_fit) : StartsMark(s.map_fit));
     for (Metric m : metrics) {
       const std::string name(MetricName(m));
       auto it = s.metrics.find(name);

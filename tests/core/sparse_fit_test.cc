@@ -176,6 +176,78 @@ TEST(SparseFitTest, ReportsWhatStoppedTheGrowth) {
   EXPECT_LT(gap->num_inducing, 100);
 }
 
+// A fit that asked for the cap's m and whose greedy selection ran out of variance below it was
+// stopped by the selection, not the cap: its stop reason says all_points, and its m is the
+// points it used (sf_temps every 4th hour printed "m = 331 stopped by max_inducing" with a cap
+// of 512). The check is independent: the selection at θ̂ itself stops short of the cap.
+TEST(SparseFitTest, SaysTheSelectionRanOutWhenItStoppedBelowTheCap) {
+  const Dataset data = Standardized(LoadBundled("nile.csv"));  // n = 100
+  // The lengthscale held at 30 years: where the selection runs out does not move with the fit.
+  HyperparameterSettings settings;
+  settings.fixed_values["SE.lengthscale"] = 30.0;
+  absl::StatusOr<GpModel> made = GpModel::Create(*ParseKernel("SE"), data.x, data.y, settings);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const GpModel& model = *made;
+  SparseFitOptions options;
+  options.gap_tolerance = 0.0;  // never met: only the cap or the selection can stop it
+  options.relative_gap_tolerance = 0.0;
+  options.initial_inducing = 8;
+  options.restarts = 1;
+  options.hessian_step = 0.0;
+  absl::StatusOr<SparseFitResult> uncapped = FitSparse(model, options);
+  ASSERT_TRUE(uncapped.ok()) << uncapped.status();
+  ASSERT_EQ(uncapped->stop_reason, SparseStopReason::kAllPoints);
+  const int ran_out_at = uncapped->num_inducing;
+  ASSERT_LT(ran_out_at, 90) << "SE on the Nile should run out of variance well before m = n";
+
+  options.max_inducing = (ran_out_at + 100) / 2;  // above where the selection runs out, below n
+  absl::StatusOr<SparseFitResult> capped = FitSparse(model, options);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(capped->stop_reason, SparseStopReason::kAllPoints) << capped->Summary();
+  EXPECT_LT(capped->num_inducing, options.max_inducing);
+  EXPECT_EQ(static_cast<int>(capped->inducing_indices.size()), capped->num_inducing);
+  absl::StatusOr<InducingSelection> at_optimum =
+      SelectInducingPoints(model, capped->raw, {.max_points = options.max_inducing});
+  ASSERT_TRUE(at_optimum.ok());
+  EXPECT_LT(static_cast<int>(at_optimum->indices.size()), options.max_inducing);
+  EXPECT_NE(capped->Summary().find("stopped: all_points"), std::string::npos);
+
+  options.max_inducing = ran_out_at / 2;  // below it: the cap stopped it, at the cap's m
+  absl::StatusOr<SparseFitResult> below = FitSparse(model, options);
+  ASSERT_TRUE(below.ok()) << below.status();
+  EXPECT_EQ(below->stop_reason, SparseStopReason::kMaxInducing);
+  EXPECT_EQ(below->num_inducing, options.max_inducing);
+}
+
+// The Laplace family needs the Hessian at a maximum: a fit the stall rule stopped short of one
+// (here a stall fraction of 0.9 of a gap of hundreds of nats at m = 32: it stops after 5
+// iterations) is polished without the rule before the Hessian is kept, so the Hessian is
+// negative definite, and the polish shows in the evaluations against the same fit without one.
+TEST(SparseFitTest, HessianIsMadeAtAMaximumEvenWhenTheStallRuleStoppedTheFit) {
+  const Dataset data = Standardized(LoadBundled("mauna_loa_monthly.csv"), 4);  // n = 131
+  const GpModel model = MakeModel(data, "C*SE+C*PER*SE");
+  SparseFitOptions options;
+  options.objective = FitObjective::kMaximumAPosteriori;
+  options.initial_inducing = 32;
+  options.max_inducing = 32;
+  options.restarts = 0;
+  options.max_draws_factor = 1;
+  options.reselect_rounds = 1;
+  options.stall_fraction = 0.9;
+  options.hessian_step = 0.0;
+  absl::StatusOr<SparseFitResult> stalled = FitSparse(model, options);
+  ASSERT_TRUE(stalled.ok()) << stalled.status();
+  options.hessian_step = SparseFitOptions{}.hessian_step;
+  absl::StatusOr<SparseFitResult> fit = FitSparse(model, options);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_EQ(fit->objective_hessian.rows(), model.num_free());
+  const Eigen::VectorXd eigenvalues =
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(fit->objective_hessian).eigenvalues();
+  EXPECT_LT(eigenvalues.maxCoeff(), 0.0) << fit->objective_hessian;
+  EXPECT_GT(fit->evaluations, stalled->evaluations) << stalled->Summary() << fit->Summary();
+  EXPECT_GE(fit->objective_value, stalled->objective_value);
+}
+
 TEST(SparseFitTest, SameOptionsSameBits) {
   const Dataset data = Standardized(LoadBundled("sunspots_yearly.csv"), 3);
   const GpModel model = MakeModel(data, "C*PER+SE");
@@ -214,8 +286,12 @@ TEST(SparseFitTest, ExploredOnASubsampleStillBracketsAndIsReproducible) {
   ASSERT_TRUE(exact.ok());
   EXPECT_LE(explored->lower, *exact + 1e-6);
   EXPECT_GE(explored->upper, *exact - 1e-6);
-  // Fewer full-data evaluations than the full multi-start; an optimum within a few nats of its.
-  EXPECT_LT(explored->evaluations, full->evaluations) << explored->Summary() << full->Summary();
+  // Fewer full-data evaluations than the full multi-start, or a better optimum (here the full
+  // multi-start ends in a smooth mode, ELBO 163.5, where the explored fit's modes reach 479–507
+  // at m = 128 since the line search's first step is safeguarded, core/sparse_fit.cc); and an
+  // optimum within a few nats of its at worst.
+  EXPECT_TRUE(explored->evaluations < full->evaluations || explored->lower > full->lower + 5.0)
+      << explored->Summary() << full->Summary();
   EXPECT_GT(explored->lower, full->lower - 5.0) << explored->Summary() << full->Summary();
   options.sparse.threads = 2;
   absl::StatusOr<SparseFitResult> two = FitSparse(model, options);

@@ -214,6 +214,14 @@ TEST(SparseGpTest, GradientsMatchCentralDifferences) {
       absl::StatusOr<SparseBounds> b = sparse->Bounds(raw, true);
       ASSERT_TRUE(b.ok()) << b.status();
       ASSERT_EQ(b->lower_gradient.size(), model.num_free());
+      // The ELBO's gradient alone (what a fit asks for) is made by another product (R A_b in
+      // one m×m factor): the same bounds, no upper gradient, and the same finite differences.
+      absl::StatusOr<SparseBounds> lower_only = sparse->Bounds(raw, true, false);
+      ASSERT_TRUE(lower_only.ok()) << lower_only.status();
+      EXPECT_EQ(lower_only->lower, b->lower);
+      EXPECT_EQ(lower_only->upper, b->upper);
+      EXPECT_EQ(lower_only->upper_gradient.size(), 0);
+      ASSERT_EQ(lower_only->lower_gradient.size(), model.num_free());
       for (int k = 0; k < model.num_free(); ++k) {
         // Five-point stencil, h = 1e-3: truncation O(h⁴); smaller steps drown in the rounding
         // of bounds of 10³–10⁴ nats (LIN's variance on x up to 43 years).
@@ -236,6 +244,9 @@ TEST(SparseGpTest, GradientsMatchCentralDifferences) {
         EXPECT_NEAR(b->lower_gradient(k), fd_lower,
                     1e-5 * std::max(1.0, std::abs(fd_lower)) + rounding)
             << what;
+        EXPECT_NEAR(lower_only->lower_gradient(k), fd_lower,
+                    1e-5 * std::max(1.0, std::abs(fd_lower)) + rounding)
+            << what << " (ELBO's gradient only)";
         EXPECT_NEAR(b->upper_gradient(k), fd_upper,
                     1e-5 * std::max(1.0, std::abs(fd_upper)) + rounding)
             << what;
@@ -469,6 +480,8 @@ TEST(SparseGpTest, SameBitsWhateverTheThreadCount) {
   SparseGpOptions one;
   one.block_columns = 16;  // 33 blocks over 8 chunks
   const SparseBounds reference = *SparseGp::Create(model, z->points, one)->Bounds(raw, true);
+  const SparseBounds reference_lower_only =
+      *SparseGp::Create(model, z->points, one)->Bounds(raw, true, false);
   for (int threads : {2, 3, 8}) {
     SparseGpOptions options = one;
     options.threads = threads;
@@ -480,6 +493,9 @@ TEST(SparseGpTest, SameBitsWhateverTheThreadCount) {
     EXPECT_EQ(b->upper, reference.upper) << threads;
     EXPECT_EQ(b->lower_gradient, reference.lower_gradient) << threads;
     EXPECT_EQ(b->upper_gradient, reference.upper_gradient) << threads;
+    absl::StatusOr<SparseBounds> lower_only = sparse->Bounds(raw, true, false);
+    ASSERT_TRUE(lower_only.ok());
+    EXPECT_EQ(lower_only->lower_gradient, reference_lower_only.lower_gradient) << threads;
   }
 }
 
