@@ -406,6 +406,11 @@ TEST(SparseFitTest, BadOptionsAreRefusedByName) {
   options = {};
   options.sparse.jitter = -1;
   EXPECT_NE(FitSparse(model, options).status().message().find("jitter"), std::string::npos);
+  options = {};
+  options.undecided_starts = -1;
+  s = FitSparse(model, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("undecided_starts"), std::string::npos);
 }
 
 }  // namespace
