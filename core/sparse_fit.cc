@@ -299,6 +299,9 @@ absl::Status SparseFitOptions::Validate() const {
   }
   if (restarts < 0) return absl::InvalidArgumentError("restarts: must be >= 0");
   if (kept_modes < 1) return absl::InvalidArgumentError("kept_modes: must be >= 1");
+  if (undecided_starts < 0) {
+    return absl::InvalidArgumentError("undecided_starts: must be >= 0 (0 = never)");
+  }
   if (max_draws_factor < 1) return absl::InvalidArgumentError("max_draws_factor: must be >= 1");
   if (exploration_points < 0) {
     return absl::InvalidArgumentError("exploration_points: must be >= 0 (0 = no subsample)");
@@ -349,6 +352,11 @@ std::string SparseFitResult::Summary() const {
   if (exploration_points > 0) {
     absl::StrAppendFormat(&out, "  starts explored on %d points: %d evaluations\n",
                           exploration_points, exploration_evaluations);
+  }
+  if (undecided_starts_fitted > 0) {
+    absl::StrAppendFormat(&out, "  %d start(s) undecided at the first m fitted at their own m%s\n",
+                          undecided_starts_fitted,
+                          optimum_from_undecided_start ? ": the optimum is one of theirs" : "");
   }
   for (const Probe& probe : probes) {
     absl::StrAppendFormat(&out, "  probed m = %d without gradients: [%.4f, %.4f] (gap %.4f)\n",
@@ -557,17 +565,25 @@ class PriorDraws {
   Eigen::VectorXd mean_, sd_;
 };
 
+// A first-level start with both bounds at the first m, Z selected at it, and the objective's
+// shift (log p(θ) for MAP, 0 for MLL): SparseFitOptions::undecided_starts reads them.
+struct StartBounds {
+  Eigen::VectorXd raw;
+  double lower = 0.0, upper = 0.0, shift = 0.0;
+};
+
 // The growth of m on `model` from `starts` at m = `first_m` (FitSparse's banner), the first
 // level's multi-start confirmed with `draws` (null: no confirmation, e.g. starts that are modes
 // already): fills
 // `result` (θ̂, bounds, steps, the Hessian) and, if asked, the distinct modes of the last level's
-// first round, best first.
+// first round, best first, and every first-level start's bounds at the first m.
 absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, int cap,
                         SparseStopReason cap_reason, const std::vector<Eigen::VectorXd>& starts,
                         int first_m, PriorDraws* draws, const ProgressCallback& progress,
                         SparseFitResult& result, std::vector<Eigen::VectorXd>* modes_out,
                         std::optional<InducingSelection> selection = std::nullopt,
-                        const SparseFitResult::Probe* first_probe = nullptr) {
+                        const SparseFitResult::Probe* first_probe = nullptr,
+                        std::vector<StartBounds>* start_bounds_out = nullptr) {
   const int u = model.num_free();
   int m = first_m;
   // `selection`: a greedy selection at starts.front() (NextInducing's, at the cap): its prefix
@@ -619,6 +635,7 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
         // ConfirmationDraws in core/fit.h): prior draws are added, a round at a time, until two
         // starts end at the best end point or the cap is reached.
         const bool multi_start = round == 0 && theta.size() == 0 && draws != nullptr;
+        const bool first_level_starts = round == 0 && theta.size() == 0;  // θ is set below
         for (size_t k = 0;; ++k) {
           if (k == from.size()) {
             if (!multi_start || u == 0) break;
@@ -640,6 +657,15 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
           if (!z.ok()) continue;
           absl::StatusOr<SparseGp> candidate = SparseGp::Create(model, z->points, options.sparse);
           if (!candidate.ok()) return candidate.status();
+          if (start_bounds_out != nullptr && first_level_starts) {
+            // One value pass at the start (a third of a gradient evaluation).
+            if (absl::StatusOr<SparseBounds> b = candidate->Bounds(start); b.ok()) {
+              const double shift = options.objective == FitObjective::kMaximumAPosteriori
+                                       ? model.LogPrior(start)
+                                       : 0.0;
+              start_bounds_out->push_back({start, b->lower, b->upper, shift});
+            }
+          }
           const double stall =
               options.stall_fraction * std::max(gap, GapTolerance(options, known_lower));
           std::optional<Optimum> optimum =
@@ -828,6 +854,128 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
   return absl::OkStatus();
 }
 
+// A first-level start not decided against at the first m (SparseFitOptions::undecided_starts):
+// its objective with the upper bound lies above `best`, and its bound was not tight there.
+bool UndecidedAt(const SparseFitOptions& options, const StartBounds& start, double best) {
+  return start.upper + start.shift >= best &&
+         start.upper - start.lower > GapTolerance(options, start.lower);
+}
+
+// Where an undecided start's own fit begins: along the growth sequence after `first_m`, both
+// bounds at the start without gradients (Z: one greedy selection there at the cap, nested, as
+// NextInducing), until the upper end plus the shift falls below `best` (decided against:
+// nullopt) or the gap is within the tolerance, or the cap (or the end of the selection) is
+// reached.
+struct StartLevel {
+  int m = 0;
+  InducingSelection selection;   // at the start, up to the cap
+  SparseFitResult::Probe probe;  // the bounds at the start at m
+};
+std::optional<StartLevel> ProbeStart(const GpModel& model, const SparseFitOptions& options,
+                                     const StartBounds& start, int first_m, int cap, double best) {
+  absl::StatusOr<InducingSelection> z = Select(model, start.raw, cap);
+  if (!z.ok() || z->indices.empty()) return std::nullopt;
+  const int last = std::min(cap, static_cast<int>(z->indices.size()));
+  for (int m = first_m;;) {
+    m = std::min(last, static_cast<int>(std::ceil(options.growth * m)));
+    absl::StatusOr<SparseGp> sparse =
+        SparseGp::Create(model, z->points.topRows(m), options.sparse);
+    if (!sparse.ok()) return std::nullopt;
+    absl::StatusOr<SparseBounds> b = sparse->Bounds(start.raw);
+    if (!b.ok() || b->upper + start.shift < best) return std::nullopt;
+    if (b->upper - b->lower <= GapTolerance(options, b->lower) || m >= last) {
+      return StartLevel{m, *std::move(z), {m, b->lower, b->upper}};
+    }
+  }
+}
+
+// SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
+// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or carried from the
+// exploration subsample) are probed at their own θ (ProbeStart), the `undecided_starts` with
+// the highest certified lower end there are fitted from there (GrowAndFit, their own growth),
+// and `result` becomes the best of them if it beats the first growth's optimum.
+absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& options, int cap,
+                                SparseStopReason cap_reason,
+                                const std::vector<StartBounds>& undecided, int first_m,
+                                const ProgressCallback& progress, SparseFitResult& result) {
+  const double best = result.objective_value;
+  struct Candidate {
+    const StartBounds* start;
+    StartLevel level;
+  };
+  std::vector<Candidate> candidates;
+  for (const StartBounds& start : undecided) {
+    if (std::optional<StartLevel> level = ProbeStart(model, options, start, first_m, cap, best)) {
+      candidates.push_back({&start, *std::move(level)});
+    }
+  }
+  // The highest certified lower end of the objective at the start first (stable: ties keep the
+  // starts' order).
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.level.probe.lower + a.start->shift > b.level.probe.lower + b.start->shift;
+  });
+  if (candidates.size() > static_cast<size_t>(options.undecided_starts)) {
+    candidates.resize(options.undecided_starts);
+  }
+  if (candidates.empty()) return absl::OkStatus();
+  // The Hessian at the winner only (below).
+  SparseFitOptions own = options;
+  own.hessian_step = 0.0;
+  std::optional<SparseFitResult> winner;
+  std::vector<double> ends;  // the fits' objective values, for the confirmation
+  int evaluations = 0;
+  for (Candidate& candidate : candidates) {
+    GPSEL_RETURN_IF_ERROR(ReportProgress(
+        progress,
+        Progress{"sparse_fit", 0.0,
+                 absl::StrCat("a start undecided at m = ", first_m, " fitted from m = ",
+                              candidate.level.m, " (its bounds there [",
+                              candidate.level.probe.lower, ", ", candidate.level.probe.upper,
+                              "], the best objective ", best, ")")}));
+    SparseFitResult fit;
+    fit.objective = options.objective;
+    const SparseFitResult::Probe probe = candidate.level.probe;
+    GPSEL_RETURN_IF_ERROR(GrowAndFit(model, own, cap, cap_reason, {candidate.start->raw},
+                                     candidate.level.m, nullptr, progress, fit, nullptr,
+                                     std::move(candidate.level.selection), &probe));
+    evaluations += fit.evaluations;
+    ends.push_back(fit.objective_value);
+    if (!winner || fit.objective_value > winner->objective_value) winner = std::move(fit);
+  }
+  result.evaluations += evaluations;
+  result.undecided_starts_fitted = static_cast<int>(candidates.size());
+  if (!(winner->objective_value > result.objective_value)) return absl::OkStatus();
+  SparseFitResult adopted = *std::move(winner);
+  adopted.evaluations = result.evaluations;
+  adopted.exploration_points = result.exploration_points;
+  adopted.exploration_evaluations = result.exploration_evaluations;
+  adopted.undecided_starts_fitted = result.undecided_starts_fitted;
+  adopted.optimum_from_undecided_start = true;
+  adopted.steps.insert(adopted.steps.begin(), result.steps.begin(), result.steps.end());
+  adopted.probes.insert(adopted.probes.begin(), result.probes.begin(), result.probes.end());
+  // The confirmation (SparseFitOptions::max_draws_factor) now counts the undecided starts that
+  // reached the optimum: no prior draw did (they ended lower).
+  adopted.starts = result.starts + static_cast<int>(candidates.size());
+  adopted.extra_draws = result.extra_draws;
+  adopted.starts_at_best = StartsReaching(ends, adopted.objective_value);
+  adopted.may_not_be_global = result.starts > 0 && model.num_free() > 0 && options.restarts > 0 &&
+                              adopted.starts_at_best < 2;
+  if (options.hessian_step > 0.0 && model.num_free() > 0) {
+    Eigen::MatrixXd inducing(adopted.inducing_indices.size(), model.x().cols());
+    for (size_t i = 0; i < adopted.inducing_indices.size(); ++i) {
+      inducing.row(static_cast<Eigen::Index>(i)) = model.x().row(adopted.inducing_indices[i]);
+    }
+    absl::StatusOr<SparseGp> sparse = SparseGp::Create(model, std::move(inducing), options.sparse);
+    if (!sparse.ok()) return sparse.status();
+    absl::StatusOr<Eigen::MatrixXd> hessian =
+        SparseObjectiveHessian(*sparse, options.objective, adopted.raw, options.hessian_step);
+    if (!hessian.ok()) return hessian.status();
+    adopted.objective_hessian = *std::move(hessian);
+  }
+  result = std::move(adopted);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFitResult* fit) {
@@ -873,6 +1021,11 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   // The full data's first m and Z when chosen by probes (NextInducing) at starts.front().
   std::optional<InducingSelection> selection;
   std::optional<SparseFitResult::Probe> first_probe;
+  // Starts for SparseFitOptions::undecided_starts: the subsample's (decided there, carried with
+  // their bounds unknown on the full data) and the full data's first level's.
+  std::vector<StartBounds> undecided, first_level;
+  std::vector<StartBounds>* const first_level_out =
+      options.undecided_starts > 0 ? &first_level : nullptr;
   auto probe_first_m = [&](const Eigen::VectorXd& at, double tolerance) {
     const size_t before = result.probes.size();
     m = NextInducing(model, options, at, m, /*grow=*/false, cap, tolerance, &result.probes,
@@ -902,9 +1055,17 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       if (explore_cap.ok() &&
           GrowAndFit(*subset, explore, explore_cap->first, explore_cap->second, starts,
                      std::min(options.initial_inducing, explore_cap->first), &draws, progress,
-                     explored, &modes)
+                     explored, &modes, std::nullopt, nullptr, first_level_out)
               .ok() &&
           !modes.empty()) {
+        // Undecided on the subsample (whose m stops at exploration_max_inducing): judged again
+        // on the full data, from its first m, where they are probed (ProbeStart) from scratch.
+        for (const StartBounds& start : first_level) {
+          if (UndecidedAt(explore, start, explored.objective_value)) {
+            undecided.push_back({start.raw, -std::numeric_limits<double>::infinity(),
+                                 std::numeric_limits<double>::infinity(), start.shift});
+          }
+        }
         result.exploration_points = static_cast<int>(rows.size());
         result.exploration_evaluations = explored.evaluations;
         InheritMultiStartConfirmation(explored, &result);
@@ -935,10 +1096,20 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
       // A fit continued from a known optimum: its m is chosen there as the growth chooses it.
       probe_first_m(starts.front(), options.gap_tolerance);
     }
+    first_level.clear();
     GPSEL_RETURN_IF_ERROR(GrowAndFit(
         model, options, cap, cap_reason, starts, m,
         explored || options.only_warm_starts ? nullptr : &draws, progress, result, nullptr,
-        std::move(selection), first_probe ? &*first_probe : nullptr));
+        std::move(selection), first_probe ? &*first_probe : nullptr, first_level_out));
+    // The growth stopped below its cap at the best mode: starts it never judged at a larger m
+    // may hold a better one (SparseFitOptions::undecided_starts).
+    if (options.undecided_starts > 0 && result.num_inducing < cap) {
+      for (const StartBounds& start : first_level) {
+        if (UndecidedAt(options, start, result.objective_value)) undecided.push_back(start);
+      }
+      GPSEL_RETURN_IF_ERROR(
+          FitUndecidedStarts(model, options, cap, cap_reason, undecided, m, progress, result));
+    }
   } catch (const SparseFitCancelled& cancelled) {
     return cancelled.status;
   }

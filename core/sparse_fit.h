@@ -102,6 +102,19 @@ struct SparseFitOptions {
   // favours smooth modes (their Q is good with few points), so the best at m = 16 need not be
   // the best at m = 64 (Mauna Loa, n = 131, C*SE+C*PER*SE: 23 nats of MAP lost with 1).
   int kept_modes = 3;
+  // Starts judged at too small an m. The first level fits every start at m = initial_inducing,
+  // where a rough mode (short lengthscale, small noise) has a hopeless ELBO and its start slides
+  // into a smooth one: on Mauna Loa (n = 521) C*SE's data-informed short start (lengthscale 4
+  // months) has ELBO −430,202 and UB 1,357 at m = 32, and 666.0 ≤ log p ≤ 666.9 at m = 256,
+  // where the smooth mode the fit ended in has 337.0 (exact: 767.6). When the growth stops below
+  // its cap (the best mode's gap closed, or its variance ran out), each first-level start whose
+  // objective with the upper bound at the first m lies above the best objective (not decided
+  // against, as SKC prunes kernels) and whose gap there was over the tolerance is probed without
+  // gradients along the growth sequence at its own θ (one greedy selection at the cap) until its
+  // upper end falls below the best (decided against) or its gap is within the tolerance; the
+  // `undecided_starts` starts left with the highest certified lower end there are then fitted
+  // from that m (their own growth), and the best objective of all is reported. 0 = never.
+  int undecided_starts = 3;
   int max_iterations = 200;          // L-BFGS iterations per fit
   double gradient_tolerance = 1e-5;  // ‖∂/∂t‖∞ in L-BFGS-B's coordinates
   // A fit also stops once the objective gains less than stall_fraction × max(the gap tolerance,
@@ -149,6 +162,11 @@ struct SparseFitResult {
   int starts_at_best = 0;
   int extra_draws = 0;
   bool may_not_be_global = false;
+  // Starts fitted at their own m (SparseFitOptions::undecided_starts) and whether the optimum
+  // reported is one of theirs (then `steps` and `probes` hold the first growth's and then theirs,
+  // and the confirmation above counts how many of them reached it).
+  int undecided_starts_fitted = 0;
+  bool optimum_from_undecided_start = false;
   struct Step {
     int num_inducing = 0;
     int rounds = 0;  // select-and-fit rounds made at this m

@@ -374,6 +374,10 @@ TEST(SparseFitTest, ProbeJumpsToTheMWhoseGapIsWithinTolerance) {
   options.initial_inducing = 4;
   options.gap_tolerance = 1e-3;
   options.relative_gap_tolerance = 0.0;
+  // The probes' rule alone: the starts undecided at m = 4 (SparseFitOptions::undecided_starts)
+  // would be fitted at their own m and end in the rough mode (ELBO −175.28, the exact MLL;
+  // this growth's smooth one is −423.6), after every level of both runs.
+  options.undecided_starts = 0;
   // Started as the sparse score starts (the periodogram's periods): the yearly mode.
   for (const StartPoint& start : DataInformedStarts(model)) {
     options.extra_starts.push_back(start.raw);
@@ -509,6 +513,11 @@ TEST(SparseFitTest, BadOptionsAreRefusedByName) {
   options = {};
   options.sparse.jitter = -1;
   EXPECT_NE(FitSparse(model, options).status().message().find("jitter"), std::string::npos);
+  options = {};
+  options.undecided_starts = -1;
+  s = FitSparse(model, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("undecided_starts"), std::string::npos);
 }
 
 }  // namespace
