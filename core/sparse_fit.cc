@@ -905,6 +905,8 @@ absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& op
   };
   std::vector<Candidate> candidates;
   for (const StartBounds& start : undecided) {
+    // A poll per start: each probe is a greedy selection at the cap, O(n·cap²).
+    GPSEL_RETURN_IF_ERROR(ReportProgress(progress, CancellationPoll()));
     if (std::optional<StartLevel> level = ProbeStart(model, options, start, first_m, cap, best)) {
       candidates.push_back({&start, *std::move(level)});
     }
