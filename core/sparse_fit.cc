@@ -833,11 +833,30 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
       // of one (SparseFitOptions::stall_fraction: a gain of a few nats over 5 iterations is
       // small beside an interval thousands of nats wide, but not beside log det) can leave a
       // Hessian that is not negative definite (sf_temps, MAP at m = 512: `lap` undefined): the
-      // fit is then polished without the stall rule, and the Hessian made again there.
-      if (Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(*hessian, Eigen::EigenvaluesOnly)
-              .eigenvalues()
-              .maxCoeff() >= 0.0) {
-        if (std::optional<Optimum> polished = Optimise(*sparse, options, progress, theta)) {
+      // fit is then polished without the stall rule, and the Hessian made again there. A point
+      // where the gradient already vanishes (a saddle: L-BFGS-B would not move from it) is left
+      // along the eigenvector of the largest eigenvalue, where the objective rises to second
+      // order on both sides: the better of a few steps each way that gains is the polish's start
+      // (Mauna Loa every 4th month, C*SE+C*PER*SE at m = 32: an eigenvalue of +56 stayed).
+      const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> curvature(*hessian);
+      if (curvature.eigenvalues().maxCoeff() >= 0.0) {
+        const Eigen::VectorXd rising = curvature.eigenvectors().col(u - 1);  // ascending order
+        Eigen::VectorXd start = theta;
+        double start_value = value;
+        for (double step : {0.05, 0.2, 0.5}) {
+          for (double sign : {1.0, -1.0}) {
+            const Eigen::VectorXd trial = (theta + sign * step * rising)
+                                              .cwiseMax(options.raw_lower_bound)
+                                              .cwiseMin(options.raw_upper_bound);
+            absl::StatusOr<double> trial_value =
+                SparseObjective(*sparse, options.objective, trial);
+            if (trial_value.ok() && *trial_value > start_value) {
+              start = trial;
+              start_value = *trial_value;
+            }
+          }
+        }
+        if (std::optional<Optimum> polished = Optimise(*sparse, options, progress, start)) {
           result.evaluations += polished->evaluations;
           if (polished->value > value) {
             GPSEL_RETURN_IF_ERROR(take(*polished));
