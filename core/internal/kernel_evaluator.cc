@@ -268,18 +268,25 @@ void Elementwise(const MatrixXd& in, bool symmetric, const F& f, MatrixXd* out) 
   out->triangularView<Eigen::StrictlyLower>() = out->transpose();
 }
 
-// out = exp(scale · in) elementwise, on the upper triangle and mirrored when `symmetric` (as
-// Elementwise), through the vectorised ExpOfScaled.
-void ScaledExp(const MatrixXd& in, double scale, bool symmetric, MatrixXd* out) {
+// out = f(scale · in) elementwise for a vector routine f of core/internal/vector_math.h
+// (ExpOfScaled, SinOfScaled), on the upper triangle and mirrored when `symmetric` (as
+// Elementwise).
+using ScaledFunction = void (*)(const double*, double, double*, Eigen::Index);
+void ApplyScaled(ScaledFunction f, const MatrixXd& in, double scale, bool symmetric,
+                 MatrixXd* out) {
   out->resize(in.rows(), in.cols());
   if (!symmetric) {
-    ExpOfScaled(in.data(), scale, out->data(), in.size());
+    f(in.data(), scale, out->data(), in.size());
     return;
   }
   for (Eigen::Index j = 0; j < in.cols(); ++j) {
-    ExpOfScaled(in.col(j).data(), scale, out->col(j).data(), j + 1);
+    f(in.col(j).data(), scale, out->col(j).data(), j + 1);
   }
   out->triangularView<Eigen::StrictlyLower>() = out->transpose();
+}
+
+void ScaledExp(const MatrixXd& in, double scale, bool symmetric, MatrixXd* out) {
+  ApplyScaled(ExpOfScaled, in, scale, symmetric, out);
 }
 
 }  // namespace
@@ -358,15 +365,16 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       // k = exp(−2S/ℓ²), S = sin²A, A = πd/p; ∂k/∂ℓ = k·4S/ℓ³; ∂k/∂p = k·2 sin(2A)·A/(pℓ²).
       const double l = theta[0], p = theta[1];
       const double w = kPi / p;
-      MatrixXd s;
-      Elementwise(g.distance, sym, [w](const auto& d) { return (w * d).sin().square(); }, &s);
+      MatrixXd s;  // sin A, then S = sin²A
+      ApplyScaled(SinOfScaled, g.distance, w, sym, &s);
+      s.array() = s.array().square();
       const double c = -2.0 / (l * l);
       ScaledExp(s, c, sym, &k);
       if (with_gradient) {
         dk[0].noalias() = (k.array() * s.array() * (4.0 * slope[0] / (l * l * l))).matrix();
-        MatrixXd a_sin_2a;  // A·sin(2A)
-        Elementwise(g.distance, sym,
-                    [w](const auto& d) { return (2.0 * w * d).sin() * (w * d); }, &a_sin_2a);
+        MatrixXd a_sin_2a;  // sin 2A, then A·sin(2A)
+        ApplyScaled(SinOfScaled, g.distance, 2.0 * w, sym, &a_sin_2a);
+        a_sin_2a.array() *= w * g.distance.array();
         dk[1].noalias() = (k.array() * a_sin_2a.array() * (2.0 * slope[1] / (p * l * l))).matrix();
       }
       return;
