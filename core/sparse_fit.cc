@@ -358,6 +358,10 @@ std::string SparseFitResult::Summary() const {
                           undecided_starts_fitted,
                           optimum_from_undecided_start ? ": the optimum is one of theirs" : "");
   }
+  if (at_map_point) {
+    out += "  ended below the ELBO at the MAP optimum (and so did its refit from there): the MAP "
+           "fit's point is reported\n";
+  }
   for (const Probe& probe : probes) {
     absl::StrAppendFormat(&out, "  probed m = %d without gradients: [%.4f, %.4f] (gap %.4f)\n",
                           probe.num_inducing, probe.lower, probe.upper, probe.upper - probe.lower);

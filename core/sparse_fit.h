@@ -167,6 +167,11 @@ struct SparseFitResult {
   // and the confirmation above counts how many of them reached it).
   int undecided_starts_fitted = 0;
   bool optimum_from_undecided_start = false;
+  // An MLL fit that ended, as did its refit from the MAP optimum, below the ELBO at the MAP
+  // optimum reports the MAP fit's point (θ, Z and bounds) instead (core/sparse_score.cc): its
+  // lower end, ELBO(θ_MAP) ≤ log p(y|θ_MAP) ≤ max_θ log p(y|θ), is then the better bound of the
+  // MLL. The evaluations and the confirmation stay the MLL fit's.
+  bool at_map_point = false;
   struct Step {
     int num_inducing = 0;
     int rounds = 0;  // select-and-fit rounds made at this m

@@ -65,6 +65,12 @@ struct SparseKernelScore {
   std::string Summary() const;
 };
 
+// The MLL fit as ScoreKernelSparse reports it when `mll` ended below the ELBO at the MAP
+// optimum (`map`), as did its refit from there: `map`'s point (θ, Z and bounds) as an MLL fit —
+// the MLL is a maximum over θ, so ELBO(θ_MAP) is the better lower bound of it — with `mll`'s
+// evaluations, steps, probes and confirmation, and at_map_point set.
+SparseFitResult MllFitAtMapPoint(const SparseFitResult& mll, const SparseFitResult& map);
+
 // INVALID_ARGUMENT for bad data or options (before any fit); the fits' errors otherwise.
 absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const KernelExpr& kernel,
                                                     const SparseScoreOptions& options,
