@@ -31,8 +31,8 @@ namespace gpsel {
 // Bytes a sparse fit may hold unless told otherwise (SparseFitOptions::memory_budget_bytes).
 inline constexpr int64_t kSparseMemoryBudgetBytes = int64_t{2} << 30;
 
-// Seconds of one evaluation of both bounds and their gradients at n points, m inducing inputs
-// and u free parameters, on one core.
+// Seconds of one evaluation of both bounds and the ELBO's gradient (what the fits ask for) at n
+// points, m inducing inputs and u free parameters, on one core.
 double SparseEvaluationSeconds(int64_t n, int64_t m, int num_parameters);
 
 // Peak bytes of a sparse fit at n points with m inducing inputs and d input columns (the data,

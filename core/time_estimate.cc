@@ -89,7 +89,7 @@ FitCost KernelFitCost(int64_t n, int u, int fits, int starts, int threads, bool 
 }
 
 // The sparse model, after what FitSparse does (core/sparse_fit.h), counted in evaluations of
-// both bounds with their gradients (SparseEvaluationSeconds, core/sparse_cost.h):
+// both bounds with the ELBO's gradient (SparseEvaluationSeconds, core/sparse_cost.h):
 //  - above SparseFitOptions::exploration_points rows, every start on a subsample of that many
 //    at m ≤ exploration_max_inducing (64); the full data's first fit from its kept modes there;
 //  - one greedy selection at the cap and bounds probed without gradients (a third of an
