@@ -40,8 +40,11 @@ int64_t EstimateSparseBytes(int64_t n, int64_t m, const KernelExpr& kernel, int 
   const int64_t selection = 8 * n * m;             // the greedy selection's factor
   const int64_t blocks =
       8 * int64_t{std::max(threads, 1)} * (u + 3) * m * SparseGpOptions{}.block_columns;
+  // An evaluation's A = L⁻¹K_uf kept between its passes (SparseGpOptions::
+  // max_cached_factor_bytes), beside the blocks; the selection's factor is freed by then.
+  const int64_t kept = selection <= SparseGpOptions{}.max_cached_factor_bytes ? selection : 0;
   const int64_t small = 8 * (kSparseChunks + 16) * m * m;
-  return data + std::max(selection, blocks) + small;
+  return data + std::max(selection, kept + blocks) + small;
 }
 
 int64_t SparseInducingCap(int64_t n, int64_t max_inducing, const KernelExpr& kernel, int threads,

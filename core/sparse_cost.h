@@ -11,8 +11,9 @@
 // spread over `threads` (the passes split into kSparseChunks chunks). How many a fit makes, and
 // at which m, is core/time_estimate.cc's (SparseKernelFitCost, after core/sparse_fit.h).
 //
-// Memory. No n×m matrix is held by the bounds; the greedy selection holds its n×m factor (the
-// peak), plus per thread u + 3 blocks of m × block_columns, and O(m²) matrices. The fit caps m
+// Memory. The greedy selection holds its n×m factor (the peak), an evaluation with the gradient
+// keeps A = L⁻¹K_uf (n×m) between its passes when that is at most 512 MiB, plus per thread
+// u + 3 blocks of m × block_columns, and O(m²) matrices. The fit caps m
 // where that peak meets its budget (SparseFitOptions::memory_budget_bytes, by default
 // kSparseMemoryBudgetBytes): at n = 10⁶ about m = 260.
 //

@@ -77,6 +77,9 @@ absl::Status SparseGpOptions::Validate() const {
   }
   if (block_columns < 1) return absl::InvalidArgumentError("block_columns: must be >= 1");
   if (threads < 1) return absl::InvalidArgumentError("threads: must be >= 1");
+  if (max_cached_factor_bytes < 0) {
+    return absl::InvalidArgumentError("max_cached_factor_bytes: must be >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -186,6 +189,12 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
     // (its quadratic form has σ² + t): at n = 10⁶, tr(K_ff) ≈ 10⁶ and t ≈ 10⁻⁶.
     double residual_trace = 0.0;
   };
+  // With the gradient, pass 2 needs A_b again: kept from pass 1 when A (m×n) fits
+  // options_.max_cached_factor_bytes, which spares pass 2 its triangular solve (m²·n of the
+  // evaluation's ~5m²·n flops), else remade there from K_ub. The same bits either way.
+  const bool keep_a = with_gradient && 8.0 * static_cast<double>(n) * static_cast<double>(m) <=
+                                           static_cast<double>(options_.max_cached_factor_bytes);
+  MatrixXd a_kept(keep_a ? m : 0, keep_a ? n : 0);
   std::vector<Pass1> pass1(chunks);
   ForEachChunk(pool, chunks, [&](int chunk) {
     Pass1& out = pass1[chunk];
@@ -201,6 +210,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
       evaluator_->Evaluate(geometry, full, false, &values);
       a_block = evaluator_->Root(values).k;
       lower_factor.solveInPlace(a_block);
+      if (keep_a) a_kept.middleCols(c0, cols) = a_block;
       out.aat.selfadjointView<Eigen::Lower>().rankUpdate(a_block);
       out.ay.noalias() += a_block * y.segment(c0, cols);
       MakeDiagonalGeometry(*evaluator_, x, c0, cols, &geometry);
@@ -317,8 +327,12 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
       evaluator_->Evaluate(geometry, full, true, &values);
       const MatrixXd& k_block = evaluator_->Root(values).k;
       const std::vector<MatrixXd>& d_uf = evaluator_->Root(values).dk;
-      a_block = k_block;
-      lower_factor.solveInPlace(a_block);
+      if (keep_a) {
+        a_block = a_kept.middleCols(c0, cols);
+      } else {
+        a_block = k_block;
+        lower_factor.solveInPlace(a_block);
+      }
       beta.noalias() = -a_block.transpose() * c_both;  // cols×num_bounds
       beta.colwise() += y.segment(c0, cols);
       for (int j = 0; j < num_bounds; ++j) {

@@ -22,9 +22,11 @@
 // A = L⁻¹K_uf and B = I + AAᵀ/σ² (Woodbury): P K_uf Σ⁻¹ = L⁻ᵀ B⁻¹A/σ², so
 //   W_uf = R A + L⁻ᵀ(Aβ)βᵀ with R = 2 L⁻ᵀ (c₃ I − B⁻¹/(2σ²)),
 // made a block of columns at a time next to the ∂K_uf block it is contracted with. Two passes
-// over n: the first sums AAᵀ, Ay and tr(K_ff); the second remakes each A_b = L⁻¹K_ub with its
-// derivatives and sums the contractions. Nothing of size n×m is held (the greedy selection's
-// factor is the fit's only n×m matrix); the passes run in kSparseChunks fixed chunks on
+// over n: the first sums AAᵀ, Ay and tr(K_ff); the second remakes each K_ub with its
+// derivatives, takes A_b = L⁻¹K_ub kept from the first (or remakes it when A exceeds
+// SparseGpOptions::max_cached_factor_bytes: then nothing of size n×m is held, and the greedy
+// selection's factor is the fit's only n×m matrix) and sums the contractions; the passes run
+// in kSparseChunks fixed chunks on
 // SparseGpOptions::threads threads, summed in order (same bits for any thread count).
 // core/sparse_gp.cc spells out every step.
 //
@@ -73,6 +75,11 @@ struct SparseGpOptions {
   // Columns of K_uf made at once (the derivative blocks hold u·m·block_columns doubles per
   // thread).
   int block_columns = 512;
+  // An evaluation with the gradient keeps A = L⁻¹K_uf (m×n doubles) between its two passes when
+  // it takes at most this many bytes, else remakes it block by block (core/sparse_gp.cc): ~10 %
+  // of an evaluation's time. The greedy selection's n×m factor, the fit's peak
+  // (core/sparse_cost.h), is freed before any evaluation, so a kept A is within the same peak.
+  int64_t max_cached_factor_bytes = int64_t{512} << 20;
   // The n-sized passes run over this many threads (1 = the caller's). The blocks are summed in
   // a fixed order over a fixed partition (kSparseChunks chunks), so the numbers are the same
   // bits whatever the thread count.
