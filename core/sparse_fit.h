@@ -118,7 +118,8 @@ struct SparseFitOptions {
   int max_iterations = 200;          // L-BFGS iterations per fit
   double gradient_tolerance = 1e-5;  // ‖∂/∂t‖∞ in L-BFGS-B's coordinates
   // A fit also stops once the objective gains less than stall_fraction × max(the gap tolerance,
-  // UB − ELBO where the fit starts: the last probe or level) nats over 5 L-BFGS iterations. The
+  // UB − ELBO where the fit starts: the last probe or level, or for a fit from warm starts only
+  // the bounds at its start) nats over 5 L-BFGS iterations. The
   // interval reported is at least that gap wide, so such gains change no decision; near the
   // optimum the full-n fits crawled (sf_temps at m = 128: 17,767.7 → 17,781.3 over the last 150
   // of 264 evaluations, the gap 4,490 nats). 0 = only the gradient and the 1e-12 relative tests.
@@ -132,7 +133,9 @@ struct SparseFitOptions {
   double raw_lower_bound = -30.0;    // the box on the raw values, as FitOptions
   double raw_upper_bound = 500.0;
   SparseGpOptions sparse;  // jitter, block size
-  // Step (raw units) of the Hessian's central differences at the optimum; 0 = no Hessian.
+  // Step (raw units) of the Hessian's central differences at the optimum; 0 = no Hessian. With
+  // a Hessian the optimum is first polished by saddle-free Newton steps with it (a stalled fit
+  // reaches its maximum there in a few; core/sparse_fit.cc, NewtonPolish).
   double hessian_step = 1e-4;
   absl::Status Validate() const;  // INVALID_ARGUMENT naming the field
 };
