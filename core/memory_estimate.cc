@@ -108,12 +108,30 @@ MemoryEstimate Make(int64_t bytes, std::string breakdown) {
 }
 
 // A sparse fit's peak (core/sparse_cost.h) at the largest m it may reach: the M asked for or
-// the default cap, within the fit's memory budget.
+// the default cap, within the fit's memory budget (ApproxOptions::memory_budget_bytes).
 int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx, const KernelExpr& kernel,
                        int threads) {
   const int64_t m = std::max<int64_t>(
-      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, static_cast<int>(d)));
+      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, static_cast<int>(d),
+                           approx.memory_budget_bytes));
   return EstimateSparseBytes(n, m, kernel, threads, static_cast<int>(d)) + kBlasBufferBytes;
+}
+
+// The bytes each of `fits_at_once` sparse fits may hold (beside its kBlasBufferBytes, which
+// SparseFitBytes adds) when the request's estimate — the fits, `other_bytes`, and the request's
+// own copies (kRequestOverheadBytes, which Make adds) — is to stay within `request_bytes`; at
+// least 1 (ApproxOptions::Validate), so that a budget too small for one inducing point is
+// refused by its estimate rather than failing inside the fit.
+int64_t SparseShareOfRequest(int64_t request_bytes, int64_t fits_at_once, int64_t other_bytes) {
+  const int64_t share =
+      (request_bytes - kRequestOverheadBytes - other_bytes) / std::max<int64_t>(fits_at_once, 1) -
+      kBlasBufferBytes;
+  return std::max<int64_t>(share, 1);
+}
+
+// A prediction's own arrays beside the sparse fit (EstimatePredictMemory).
+int64_t SparsePredictionBytes(int64_t num_new_points, int64_t num_dims) {
+  return kDouble * num_new_points * (num_dims + 4);
 }
 
 int FitThreads(const FitOptions& fit) { return std::max(1, fit.pool != nullptr ? 1 : fit.threads); }
@@ -211,7 +229,7 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
   if (ChooseApproximation(data, kernel, options.fit).sparse) {
     return Make(SparseFitBytes(n, data.num_dims(), options.fit.approx, kernel,
                                std::max(1, options.fit.fit.threads)) +
-                    kDouble * num_new_points * (data.num_dims() + 4),
+                    SparsePredictionBytes(num_new_points, data.num_dims()),
                 absl::StrFormat("n = %d, %d new points, sparse", n, num_new_points));
   }
   const int64_t block = options.block_columns > 0
@@ -252,6 +270,26 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
     breakdown += ", after the fit";
   }
   return Make(bytes, breakdown);
+}
+
+void ApplyRequestBudget(int64_t request_bytes, ScoreOptions& options) {
+  if (request_bytes <= 0) return;
+  // Kernels are scored one after another, each fit in turn (core/sparse_score.cc): one at once.
+  options.approx.memory_budget_bytes = SparseShareOfRequest(request_bytes, 1, 0);
+}
+
+void ApplyRequestBudget(int64_t request_bytes, SearchOptions& options) {
+  if (request_bytes <= 0) return;
+  // `threads` candidates are fitted at once (EstimateSearchMemory).
+  options.score.approx.memory_budget_bytes =
+      SparseShareOfRequest(request_bytes, std::max(1, options.threads), 0);
+}
+
+void ApplyRequestBudget(int64_t request_bytes, int64_t num_dims, int64_t num_new_points,
+                        PredictOptions& options) {
+  if (request_bytes <= 0) return;
+  options.fit.approx.memory_budget_bytes = SparseShareOfRequest(
+      request_bytes, 1, SparsePredictionBytes(num_new_points, num_dims));
 }
 
 MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& kernel,
