@@ -177,17 +177,18 @@ TEST(MemoryEstimateTest, ARequestBudgetCapsTheSparseFitWhereItsEstimateDoes) {
   options.fit.threads = 1;
   options.fit.restarts = 1;
   options.metrics = {Metric::kMll, Metric::kMap};
-  // What the request holds beside the fit: its own copies (4 MiB) and the BLAS buffer (32 MiB),
-  // core/memory_estimate.cc; the rest holds the fit's peak at m = 16 and not at 17.
-  constexpr int64_t kBesideTheFit = int64_t{36} << 20;
-  const int64_t budget = kBesideTheFit + EstimateSparseBytes(n, 16, kernel, 1, 1);
+  // What the request holds beside the fit (core/memory_estimate.cc): its fixed part (4 MiB), the
+  // BLAS buffer (32 MiB) and four copies of the data (n·(d + 1) doubles each); the rest holds
+  // the fit's peak at m = 16 and not at 17.
+  const int64_t beside_the_fit = (int64_t{36} << 20) + 4 * 8 * n * 2;
+  const int64_t budget = beside_the_fit + EstimateSparseBytes(n, 16, kernel, 1, 1);
   // Today's default (the CLI's): m up to 512, an estimate beyond this budget — the refusal.
   EXPECT_GT(EstimateScoreMemory(data, {kernel}, options).bytes, budget);
 
-  ApplyRequestBudget(budget, options);
+  ApplyRequestBudget(budget, data, options);
   ASSERT_TRUE(options.Validate().ok());
   const int64_t share = options.approx.memory_budget_bytes;
-  EXPECT_EQ(share, budget - kBesideTheFit);
+  EXPECT_EQ(share, budget - beside_the_fit);
   const int64_t cap = SparseInducingCap(n, 512, kernel, 1, 1, share);
   ASSERT_EQ(cap, 16);
   // The estimates cost the fit at that cap: within the budget, to the byte what it holds there.
@@ -209,7 +210,7 @@ TEST(MemoryEstimateTest, ARequestBudgetCapsTheSparseFitWhereItsEstimateDoes) {
   predict.fit.approx.memory_budget_bytes = kSparseMemoryBudgetBytes;
   predict.hyperparameters = {{"SE.lengthscale", 0.05}, {"noise", 0.01}};
   const Eigen::MatrixXd x_new = data.x.topRows(5);
-  ApplyRequestBudget(budget, data.num_dims(), x_new.rows(), predict);
+  ApplyRequestBudget(budget, data, x_new.rows(), predict);
   EXPECT_LE(EstimatePredictMemory(data, kernel, x_new.rows(), predict).bytes, budget);
   absl::StatusOr<PredictResult> predicted = FitAndPredict(data, kernel, x_new, predict);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
@@ -221,27 +222,27 @@ TEST(MemoryEstimateTest, ARequestBudgetCapsTheSparseFitWhereItsEstimateDoes) {
   SearchOptions search;
   search.score = options;
   search.threads = 2;
-  const int64_t search_budget = (int64_t{4} << 20) + 2 * (int64_t{48} << 20);
-  ApplyRequestBudget(search_budget, search);
+  const int64_t search_budget = (int64_t{4} << 20) + 4 * 8 * n * 2 + 2 * (int64_t{48} << 20);
+  ApplyRequestBudget(search_budget, data, search);
   EXPECT_EQ(search.score.approx.memory_budget_bytes, int64_t{16} << 20);
   EXPECT_LE(EstimateSearchMemory(data, search).bytes, search_budget);
-  ApplyRequestBudget(budget, search);  // not enough for two
+  ApplyRequestBudget(budget, data, search);  // not enough for two
   EXPECT_GT(EstimateSearchMemory(data, search).bytes, budget);
   // Too small a budget for even one inducing point: the estimate exceeds it, and it is refused.
   ScoreOptions tiny = options;
-  ApplyRequestBudget(int64_t{20} << 20, tiny);
+  ApplyRequestBudget(int64_t{20} << 20, data, tiny);
   EXPECT_TRUE(tiny.Validate().ok());
   EXPECT_GT(EstimateScoreMemory(data, {kernel}, tiny).bytes, int64_t{20} << 20);
   // No budget (0): the default stays.
   ScoreOptions unbudgeted;
-  ApplyRequestBudget(0, unbudgeted);
+  ApplyRequestBudget(0, data, unbudgeted);
   EXPECT_EQ(unbudgeted.approx.memory_budget_bytes, kSparseMemoryBudgetBytes);
   // A budget above the default raises the cap: at 10⁶ points 16 GiB holds the default m = 512,
   // where 2 GiB stopped at about 263.
   ScoreOptions large = unbudgeted;
   large.approx.mode = ApproxMode::kSparse;
   large.fit.threads = 1;
-  ApplyRequestBudget(int64_t{16} << 30, large);
+  ApplyRequestBudget(int64_t{16} << 30, Points(1'000'000), large);
   EXPECT_GT(large.approx.memory_budget_bytes, kSparseMemoryBudgetBytes);
   EXPECT_THAT(EstimateScoreTime(Points(1'000'000), {kernel}, large).breakdown,
               HasSubstr("m ≤ 512"));

@@ -17,9 +17,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// What a request holds beside its sparse fit (core/memory_estimate.cc): its own copies, 4 MiB,
-// and the BLAS buffer, 32 MiB.
-constexpr int64_t kBesideTheFit = int64_t{36} << 20;
+// What a request of n points in one column holds beside its sparse fit (core/memory_estimate.cc):
+// its fixed part, 4 MiB, the BLAS buffer, 32 MiB, and four copies of the data.
+int64_t BesideTheFit(int64_t n) { return (int64_t{36} << 20) + 4 * 8 * n * 2; }
 
 TEST(SparseBudgetTest, ASparseScoreOverTheDefaultCapRunsWithTheMTheServersBudgetHolds) {
   // The first 1,500 weekly CO₂ points: a second or two per fit at m ≤ 24.
@@ -31,8 +31,8 @@ TEST(SparseBudgetTest, ASparseScoreOverTheDefaultCapRunsWithTheMTheServersBudget
   const KernelExpr kernel = *ParseKernel("SE");
   // The budget holds the fit's peak at m = 24 on one thread (fewer with more threads, whose
   // blocks it holds too), below the grown fit's first m of 32.
-  const int64_t budget = kBesideTheFit + EstimateSparseBytes(n, 24, kernel, 1, 1);
-  const int64_t most_m = SparseInducingCap(n, 512, kernel, 1, 1, budget - kBesideTheFit);
+  const int64_t budget = BesideTheFit(n) + EstimateSparseBytes(n, 24, kernel, 1, 1);
+  const int64_t most_m = SparseInducingCap(n, 512, kernel, 1, 1, budget - BesideTheFit(n));
   ASSERT_EQ(most_m, 24);
 
   ScoreOptions score;
@@ -73,7 +73,7 @@ TEST(SparseBudgetTest, ASparseScoreOverTheDefaultCapRunsWithTheMTheServersBudget
 
   // Less than the request holds beside one inducing point: still refused, naming the budget.
   server->reset();
-  options.service.limits.max_request_bytes = kBesideTheFit;
+  options.service.limits.max_request_bytes = BesideTheFit(n);
   server = GpselServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   client = Connect((*server)->port());
