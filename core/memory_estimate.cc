@@ -118,11 +118,13 @@ int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx, const 
 }
 
 // The request's own copies of its data beside the sparse fits' (which EstimateSparseBytes
-// counts): the message as received and as parsed, the validated Dataset, and the score's
-// prepared model (standardised y, scaled x), n·(d + 1) doubles each. Tens of MB at 10⁶ points
-// (nothing beside an exact request's n² terms): a 10⁶-point sparse score on gpsel-server peaked
-// 80 MB above the estimate without them (bench/RESULTS.md, issue 28, twenty-first session).
-constexpr int64_t kRequestDataCopies = 4;
+// counts): the message as received (gRPC's slices and the flat buffer it is parsed from) and as
+// parsed, the validated Dataset, and the score's prepared model (standardised y, scaled x),
+// n·(d + 1) doubles each. Tens of MB at 10⁶ points (nothing beside an exact request's n²
+// terms): a 10⁶-point sparse score on gpsel-server at a 1 GiB budget peaked 80 MB above the
+// estimate without them, and 16 MB (1.5 %) above it with four (bench/RESULTS.md, issue 28,
+// twenty-first session).
+constexpr int64_t kRequestDataCopies = 5;
 
 int64_t RequestDataBytes(const Dataset& data) {
   return kRequestDataCopies * kDouble * data.num_points() * (data.num_dims() + 1);
