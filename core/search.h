@@ -335,8 +335,9 @@ struct SearchResult {
   std::string approx_note;
   // A sparse search's best kernel is re-scored exactly when n ≤ kDefaultMaxPoints, the exact
   // estimate ≤ kExactRescoreMaxSeconds and its memory estimate within `threads` sparse fits'
-  // budgets (ApproxOptions::memory_budget_bytes; a server's per-request budget): then `best` is the exact score, best_sparse the sparse one
-  // and exact_rescored names the kernel; exact_rescore_note says which happened and why.
+  // budgets (ApproxOptions::memory_budget_bytes; a server's per-request budget): then `best` is
+  // the exact score, best_sparse the sparse one and exact_rescored names the kernel;
+  // exact_rescore_note says which happened and why.
   std::vector<std::string> exact_rescored;
   std::optional<KernelScore> best_sparse;
   std::string exact_rescore_note;

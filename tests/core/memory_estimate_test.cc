@@ -184,7 +184,7 @@ TEST(MemoryEstimateTest, ARequestBudgetCapsTheSparseFitWhereItsEstimateDoes) {
   // the fit's peak at m = 16 and not at 17.
   const int64_t beside_the_fit = (int64_t{36} << 20) + 5 * 8 * n * 2;
   const int64_t budget = beside_the_fit + EstimateSparseBytes(n, 16, kernel, 1, 1);
-  // Today's default (the CLI's): m up to 512, an estimate beyond this budget — the refusal.
+  // The default (a local run's): m up to 512, an estimate beyond this budget: main refused it.
   EXPECT_GT(EstimateScoreMemory(data, {kernel}, options).bytes, budget);
 
   ApplyRequestBudget(budget, data, options);
@@ -197,7 +197,7 @@ TEST(MemoryEstimateTest, ARequestBudgetCapsTheSparseFitWhereItsEstimateDoes) {
   const MemoryEstimate memory = EstimateScoreMemory(data, {kernel}, options);
   EXPECT_EQ(memory.bytes, budget) << memory.Summary();
   EXPECT_THAT(EstimateScoreTime(data, {kernel}, options).breakdown, HasSubstr("m ≤ 16"));
-  // The fit stops there, and says what stopped it.
+  // The fit stops there (both fits at most there; the score's m is the larger).
   absl::StatusOr<KernelScore> score = ScoreKernel(data, kernel, options);
   ASSERT_TRUE(score.ok()) << score.status();
   EXPECT_EQ(score->method, "sparse");
