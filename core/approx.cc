@@ -32,6 +32,10 @@ absl::Status ApproxOptions::Validate() const {
         "inducing_points: ", inducing_points, " is outside [0, ", kMaxInducingPoints,
         "] (0 = chosen by the data)"));
   }
+  if (memory_budget_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory_budget_bytes: ", memory_budget_bytes, " must be at least 1"));
+  }
   return absl::OkStatus();
 }
 

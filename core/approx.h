@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpsel/core/sparse_cost.h"
 
 namespace gpsel {
 
@@ -48,6 +49,13 @@ struct ApproxOptions {
   // m of the sparse model: 0 = chosen by the data (grown until UB − ELBO is within tolerance,
   // at most kDefaultMaxInducingPoints); M > 0 = exactly M (capped at n).
   int inducing_points = 0;
+  // Bytes each sparse fit may hold (SparseFitOptions::memory_budget_bytes): m is capped where the
+  // fit's estimated peak (core/sparse_cost.h SparseInducingCap) meets it, and the memory and time
+  // estimates cost the fit at that same cap. The CLI keeps the default; gpsel-server sets it
+  // from its per-request budget, --max-request-bytes, less what the request holds beside its
+  // fits (ApplyRequestBudget, core/memory_estimate.h), both below and above the default, so that
+  // the refusal and the fit agree (docs/scaling.md, "The memory budget"). Not on the wire.
+  int64_t memory_budget_bytes = kSparseMemoryBudgetBytes;
   bool sparse_possible() const { return mode != ApproxMode::kExact; }
   // The largest m the sparse model of n points reaches: the M asked for, else the default cap;
   // never more than n. The one rule the fits, the estimates and predict share.
@@ -55,7 +63,8 @@ struct ApproxOptions {
     const int64_t cap = inducing_points > 0 ? inducing_points : kDefaultMaxInducingPoints;
     return cap < n ? cap : n;
   }
-  // INVALID_ARGUMENT naming "inducing_points" outside [0, kMaxInducingPoints].
+  // INVALID_ARGUMENT naming "inducing_points" outside [0, kMaxInducingPoints], or
+  // "memory_budget_bytes" below 1.
   absl::Status Validate() const;
 };
 

@@ -149,6 +149,8 @@ SparseScoreOptions SparseScoreOptionsOf(const ScoreOptions& options, int64_t n) 
   }
   // A given M is used from the start; otherwise m grows from 32 up to the default cap.
   sparse.fit.max_inducing = static_cast<int>(options.approx.MaxInducing(n));
+  // The cap on m the estimates cost too (core/memory_estimate.cc, core/time_estimate.cc).
+  sparse.fit.memory_budget_bytes = options.approx.memory_budget_bytes;
   sparse.fit.initial_inducing =
       options.approx.inducing_points > 0
           ? sparse.fit.max_inducing

@@ -118,7 +118,7 @@ struct FitResult {
   // better optimum may exist (headline "may not be global").
   bool may_not_be_global = false;
   // A sparse fit's m, the inducing points it ended with (0: an exact fit; core/approx_score.cc).
-  // Not carried by the proto (a remote score's table shows the score's m for both fits).
+  // On the wire as FitResult.num_inducing, so a remote score's table shows each fit's own m.
   int num_inducing = 0;
   StartKind best_start_kind = StartKind::kPriorDraw;  // the winning start's kind ...
   std::string best_start_origin;                      // ... and origin

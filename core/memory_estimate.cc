@@ -108,12 +108,44 @@ MemoryEstimate Make(int64_t bytes, std::string breakdown) {
 }
 
 // A sparse fit's peak (core/sparse_cost.h) at the largest m it may reach: the M asked for or
-// the default cap, within the fit's memory budget.
+// the default cap, within the fit's memory budget (ApproxOptions::memory_budget_bytes).
 int64_t SparseFitBytes(int64_t n, int64_t d, const ApproxOptions& approx, const KernelExpr& kernel,
                        int threads) {
   const int64_t m = std::max<int64_t>(
-      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, static_cast<int>(d)));
+      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, static_cast<int>(d),
+                           approx.memory_budget_bytes));
   return EstimateSparseBytes(n, m, kernel, threads, static_cast<int>(d)) + kBlasBufferBytes;
+}
+
+// The request's own copies of its data beside the sparse fits' (which EstimateSparseBytes
+// counts): the message as received (gRPC's slices and the flat buffer it is parsed from) and as
+// parsed, the validated Dataset, and the score's prepared model (standardised y, scaled x),
+// n·(d + 1) doubles each. Tens of MB at 10⁶ points (nothing beside an exact request's n²
+// terms): a 10⁶-point sparse score on gpsel-server at a 1 GiB budget peaked 80 MB above the
+// estimate without them, and 16 MB (1.5 %) above it with four (bench/RESULTS.md, issue 28,
+// twenty-first session).
+constexpr int64_t kRequestDataCopies = 5;
+
+int64_t RequestDataBytes(const Dataset& data) {
+  return kRequestDataCopies * kDouble * data.num_points() * (data.num_dims() + 1);
+}
+
+// The bytes each of `fits_at_once` sparse fits may hold (beside its kBlasBufferBytes, which
+// SparseFitBytes adds) when the request's estimate — the fits, `other_bytes` (the data's copies
+// and what else the request holds), and the request's fixed part (kRequestOverheadBytes, which
+// Make adds) — is to stay within `request_bytes`; at least 1 (ApproxOptions::Validate), so that
+// a budget too small for one inducing point is refused by its estimate rather than failing
+// inside the fit.
+int64_t SparseShareOfRequest(int64_t request_bytes, int64_t fits_at_once, int64_t other_bytes) {
+  const int64_t share =
+      (request_bytes - kRequestOverheadBytes - other_bytes) / std::max<int64_t>(fits_at_once, 1) -
+      kBlasBufferBytes;
+  return std::max<int64_t>(share, 1);
+}
+
+// A prediction's own arrays beside the sparse fit (EstimatePredictMemory).
+int64_t SparsePredictionBytes(int64_t num_new_points, int64_t num_dims) {
+  return kDouble * num_new_points * (num_dims + 4);
 }
 
 int FitThreads(const FitOptions& fit) { return std::max(1, fit.pool != nullptr ? 1 : fit.threads); }
@@ -149,7 +181,8 @@ MemoryEstimate EstimateScoreMemory(const Dataset& data, const std::vector<Kernel
   std::string worst_kernel;
   for (const KernelExpr& kernel : kernels) {
     if (ChooseApproximation(data, kernel, options).sparse) {
-      const int64_t bytes = SparseFitBytes(n, data.num_dims(), options.approx, kernel, threads);
+      const int64_t bytes = SparseFitBytes(n, data.num_dims(), options.approx, kernel, threads) +
+                            RequestDataBytes(data);
       if (bytes > worst) {
         worst = bytes;
         worst_kernel = ToString(kernel) + " (sparse)";
@@ -192,7 +225,8 @@ MemoryEstimate EstimateSearchMemory(const Dataset& data, const SearchOptions& op
     // The widest candidate: `depth` copies of SE summed (2 parameters each, as the widest base).
     const KernelExpr widest =
         KernelExpr::Sum(std::vector<KernelExpr>(depth, KernelExpr::Base(BaseKernel::kSE)));
-    return Make(threads * SparseFitBytes(n, data.num_dims(), options.score.approx, widest, 1),
+    return Make(threads * SparseFitBytes(n, data.num_dims(), options.score.approx, widest, 1) +
+                    RequestDataBytes(data),
                 absl::StrFormat("n = %d, %d sparse candidate(s) at once", n, threads));
   }
   // Each candidate's fit runs in its thread: its Hessian comes after its evaluations.
@@ -211,7 +245,8 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
   if (ChooseApproximation(data, kernel, options.fit).sparse) {
     return Make(SparseFitBytes(n, data.num_dims(), options.fit.approx, kernel,
                                std::max(1, options.fit.fit.threads)) +
-                    kDouble * num_new_points * (data.num_dims() + 4),
+                    SparsePredictionBytes(num_new_points, data.num_dims()) +
+                    RequestDataBytes(data),
                 absl::StrFormat("n = %d, %d new points, sparse", n, num_new_points));
   }
   const int64_t block = options.block_columns > 0
@@ -252,6 +287,28 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
     breakdown += ", after the fit";
   }
   return Make(bytes, breakdown);
+}
+
+void ApplyRequestBudget(int64_t request_bytes, const Dataset& data, ScoreOptions& options) {
+  if (request_bytes <= 0) return;
+  // Kernels are scored one after another, each fit in turn (core/sparse_score.cc): one at once.
+  options.approx.memory_budget_bytes =
+      SparseShareOfRequest(request_bytes, 1, RequestDataBytes(data));
+}
+
+void ApplyRequestBudget(int64_t request_bytes, const Dataset& data, SearchOptions& options) {
+  if (request_bytes <= 0) return;
+  // `threads` candidates are fitted at once (EstimateSearchMemory).
+  options.score.approx.memory_budget_bytes = SparseShareOfRequest(
+      request_bytes, std::max(1, options.threads), RequestDataBytes(data));
+}
+
+void ApplyRequestBudget(int64_t request_bytes, const Dataset& data, int64_t num_new_points,
+                        PredictOptions& options) {
+  if (request_bytes <= 0) return;
+  options.fit.approx.memory_budget_bytes = SparseShareOfRequest(
+      request_bytes, 1,
+      RequestDataBytes(data) + SparsePredictionBytes(num_new_points, data.num_dims()));
 }
 
 MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& kernel,

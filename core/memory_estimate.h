@@ -53,6 +53,22 @@ MemoryEstimate EstimatePredictMemory(const Dataset& data, const KernelExpr& kern
 MemoryEstimate EstimateEvidenceMemory(const Dataset& data, const KernelExpr& kernel,
                                       const EvidenceOptions& options);
 
+// A per-request memory budget (gpsel-server's --max-request-bytes) passed down to the sparse
+// fits: ApproxOptions::memory_budget_bytes becomes the budget less what the estimates above
+// count beside the fits (the request's fixed part and copies of `data`, the BLAS buffer, a
+// prediction's new points), shared by the fits that run at once (a search's `threads`
+// candidates). Then the estimate of a sparse request is within the budget whenever one inducing
+// point fits, and the request runs with the m that budget holds instead of being refused; with
+// less than that the estimate exceeds the budget and the refusal stands. The server's budget replaces the default
+// (kSparseMemoryBudgetBytes) both ways: smaller, it lowers the cap on m; larger, it raises it
+// (m still at most ApproxOptions::MaxInducing). `request_bytes` ≤ 0 (no budget): unchanged.
+// docs/scaling.md, "The memory budget".
+void ApplyRequestBudget(int64_t request_bytes, const Dataset& data, ScoreOptions& options);
+void ApplyRequestBudget(int64_t request_bytes, const Dataset& data, SearchOptions& options);
+// `num_new_points` rows of x_new.
+void ApplyRequestBudget(int64_t request_bytes, const Dataset& data, int64_t num_new_points,
+                        PredictOptions& options);
+
 }  // namespace gpsel
 
 #endif  // GPSEL_CORE_MEMORY_ESTIMATE_H_

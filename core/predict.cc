@@ -14,6 +14,7 @@
 #include "gpsel/core/hyperparameters.h"
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/linalg.h"
+#include "gpsel/core/sparse_cost.h"
 #include "gpsel/core/sparse_predict.h"
 #include "gpsel/core/status_macros.h"
 
@@ -450,8 +451,12 @@ absl::StatusOr<PredictResult> FitAndPredict(const Dataset& data, const KernelExp
     fit_inducing = score->num_inducing;
   }
   if (choice.sparse) {
-    // m: the fit's when it was fitted sparsely, else the one asked for (or the default cap).
-    int inducing = static_cast<int>(options.fit.approx.MaxInducing(data.num_points()));
+    // m: the fit's when it was fitted sparsely, else the one asked for (or the default cap)
+    // within the memory budget, as EstimatePredictMemory costs it (the selection's n×m factor).
+    int inducing = static_cast<int>(std::max<int64_t>(
+        1, SparseInducingCap(data.num_points(), options.fit.approx.MaxInducing(data.num_points()),
+                             kernel, std::max(1, options.fit.fit.threads), data.num_dims(),
+                             options.fit.approx.memory_budget_bytes)));
     if (out.fit.has_value() && fit_inducing > 0) inducing = fit_inducing;
     absl::StatusOr<SparsePrediction> sparse =
         PredictSparse(data, kernel, out.hyperparameters, standardize, x_new,

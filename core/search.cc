@@ -33,6 +33,7 @@
 #include "gpsel/core/gp_model.h"
 #include "gpsel/core/internal/nested_embedding.h"
 #include "gpsel/core/internal/thread_pool.h"
+#include "gpsel/core/memory_estimate.h"
 #include "gpsel/core/progress_clock.h"
 #include "gpsel/core/status_macros.h"
 #include "gpsel/core/time_estimate.h"
@@ -865,12 +866,20 @@ absl::Status KernelSearchRun::RescoreBestExactly(SearchResult* result) {
     exact.metrics.push_back(*core_metric_);
   }
   const double seconds = EstimateScoreTime(data_, {result->best_kernel}, exact).seconds;
-  if (data_.num_points() > kDefaultMaxPoints || seconds > kExactRescoreMaxSeconds) {
+  // The re-score runs alone, after the candidates: it may hold what they held together,
+  // `threads` sparse fits' budgets (under gpsel-server its per-request budget, less the
+  // request's own part: ApplyRequestBudget, core/memory_estimate.h), so that a search the
+  // server admitted never re-scores beyond that budget.
+  const int64_t bytes = EstimateScoreMemory(data_, {result->best_kernel}, exact).bytes;
+  const int64_t may_hold =
+      options_.score.approx.memory_budget_bytes * std::max(1, options_.threads);
+  if (data_.num_points() > kDefaultMaxPoints || seconds > kExactRescoreMaxSeconds ||
+      bytes > may_hold) {
     result->exact_rescore_note = absl::StrFormat(
-        "%s not re-scored exactly: n = %d, exact estimated %s (the limits are %d points and "
-        "%.0f s)",
-        result->best.kernel, data_.num_points(), FormatDuration(seconds), kDefaultMaxPoints,
-        kExactRescoreMaxSeconds);
+        "%s not re-scored exactly: n = %d, exact estimated %s and %s (the limits are %d points, "
+        "%.0f s and %s)",
+        result->best.kernel, data_.num_points(), FormatDuration(seconds), FormatBytes(bytes),
+        kDefaultMaxPoints, kExactRescoreMaxSeconds, FormatBytes(may_hold));
     return absl::OkStatus();
   }
   exact.fit.seed = CandidateSeed(options_.score.fit.seed, result->best.kernel);

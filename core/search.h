@@ -333,9 +333,11 @@ struct SearchResult {
   // What ScoreOptions::approx chose for the candidates (e.g. "auto: sparse (exact estimated
   // 2:13:05 > 60 s)"); empty for an exact search.
   std::string approx_note;
-  // A sparse search's best kernel is re-scored exactly when n ≤ kDefaultMaxPoints and the exact
-  // estimate ≤ kExactRescoreMaxSeconds: then `best` is the exact score, best_sparse the sparse one
-  // and exact_rescored names the kernel; exact_rescore_note says which happened and why.
+  // A sparse search's best kernel is re-scored exactly when n ≤ kDefaultMaxPoints, the exact
+  // estimate ≤ kExactRescoreMaxSeconds and its memory estimate within `threads` sparse fits'
+  // budgets (ApproxOptions::memory_budget_bytes; a server's per-request budget): then `best` is
+  // the exact score, best_sparse the sparse one and exact_rescored names the kernel;
+  // exact_rescore_note says which happened and why.
   std::vector<std::string> exact_rescored;
   std::optional<KernelScore> best_sparse;
   std::string exact_rescore_note;

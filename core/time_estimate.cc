@@ -105,11 +105,13 @@ constexpr double kSparseProbeShare = 1.0 / 3.0;
 constexpr double kSparseParallelEfficiency = 0.85;
 
 // The largest m the sparse fits of a request reach: the M asked for or the default cap
-// (ApproxOptions::MaxInducing), within the fit's default memory budget.
+// (ApproxOptions::MaxInducing), within the fit's memory budget (ApproxOptions::
+// memory_budget_bytes: the default, or the server's per-request budget).
 int SparseInducing(int64_t n, const ApproxOptions& approx, const KernelExpr& kernel, int threads,
                    int num_columns) {
   return static_cast<int>(std::max<int64_t>(
-      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, num_columns)));
+      1, SparseInducingCap(n, approx.MaxInducing(n), kernel, threads, num_columns,
+                           approx.memory_budget_bytes)));
 }
 
 // One kernel's sparse fits (`fits` of them, `starts` starts each) and its Laplace Hessian; u

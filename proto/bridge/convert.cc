@@ -384,6 +384,7 @@ void ToProto(const FitResult& fit, v1::FitResult* proto) {
   proto->set_best_start_origin(fit.best_start_origin);
   proto->set_extra_draws(fit.extra_draws);
   proto->set_may_not_be_global(fit.may_not_be_global);
+  proto->set_num_inducing(fit.num_inducing);
 }
 
 FitResult FromProto(const v1::FitResult& proto) {
@@ -404,6 +405,7 @@ FitResult FromProto(const v1::FitResult& proto) {
   fit.best_start_origin = proto.best_start_origin();
   fit.extra_draws = proto.extra_draws();
   fit.may_not_be_global = proto.may_not_be_global();
+  fit.num_inducing = proto.num_inducing();
   return fit;
 }
 

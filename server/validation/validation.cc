@@ -487,6 +487,8 @@ absl::StatusOr<ValidScore> ValidateScoreRequest(const v1::ScoreRequest& request,
   for (auto& [field, kernel] : kernels) out.kernels.push_back(std::move(kernel));
   out.options = *std::move(options);
   HonourExactLimit(out.data.num_points(), limits, out.options.approx);
+  // The sparse fits' cap on m follows this server's budget (core/memory_estimate.h).
+  ApplyRequestBudget(limits.max_request_bytes, out.data, out.options);
   if (absl::Status s = out.options.Validate(); !s.ok()) {
     return bridge::InvalidField("fit", std::string(s.message()));
   }
@@ -559,6 +561,7 @@ absl::StatusOr<ValidSearch> ValidateSearchRequest(const v1::SearchRequest& reque
   out.data = *std::move(data);
   out.options = *std::move(options);
   HonourExactLimit(out.data.num_points(), limits, out.options.score.approx);
+  ApplyRequestBudget(limits.max_request_bytes, out.data, out.options);
   GPSEL_RETURN_IF_ERROR(CheckMemoryBudget(EstimateSearchMemory(out.data, out.options), limits));
   return out;
 }
@@ -686,6 +689,7 @@ absl::StatusOr<ValidPredict> ValidatePredictRequest(const v1::PredictRequest& re
                               : FitObjective::kMaximumAPosteriori;
   bridge::ApplyFitSettings(*fit, &out.options.fit);
   HonourExactLimit(out.data.num_points(), limits, out.options.fit.approx);
+  ApplyRequestBudget(limits.max_request_bytes, out.data, out.x_new.rows(), out.options);
   out.options.components = request.components();
   out.options.model = std::move(model);
   out.options.samples = request.samples();

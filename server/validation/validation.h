@@ -32,8 +32,8 @@ namespace gpsel {
 // Configurable limits of one server (gpsel-server flags).
 struct ServiceLimits {
   int max_points = kDefaultMaxPoints;  // n (core/dataset.h: the CLI's limit too)
-  // n of a request whose fit.approx is sparse or auto (core/approx.h); its memory (about 3·n·m
-  // doubles) is still checked against the per-request budget.
+  // n of a request whose fit.approx is sparse or auto (core/approx.h); its memory (about n·m
+  // doubles, m capped where the fit's peak meets the per-request budget) is still checked.
   int max_sparse_points = static_cast<int>(kSparseMaxPoints);
   int max_dims = 64;                  // d
   int max_expression_length = 1000;   // characters of a kernel expression
@@ -53,7 +53,9 @@ struct ServiceLimits {
   // Estimated peak bytes of one request (core/memory_estimate.h); more is refused with
   // RESOURCE_EXHAUSTED (reason REQUEST_TOO_LARGE) and the estimate. 0 = no budget;
   // kAutomaticRequestBudget: GpselServer::Start divides ¾ of the machine's memory among the
-  // requests and jobs that can run at once.
+  // requests and jobs that can run at once. A sparse request's fits take it as their own memory
+  // budget (ApplyRequestBudget, core/memory_estimate.h): m is capped where the budget is full,
+  // so such a request is refused only when not even one inducing point fits.
   int64_t max_request_bytes = 0;
   static constexpr int64_t kAutomaticRequestBudget = -1;
   // Every limit must be at least 1 and at most its hard ceiling (ServiceLimitCeilings()): an

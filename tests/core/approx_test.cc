@@ -13,6 +13,7 @@
 
 #include "gpsel/core/dataset.h"
 #include "gpsel/core/kernel_expr.h"
+#include "gpsel/core/memory_estimate.h"
 #include "gpsel/core/score.h"
 #include "gpsel/core/search.h"
 #include "gpsel/core/time_estimate.h"
@@ -138,6 +139,18 @@ TEST(ApproxTest, SparseSearchPrunesByBoundsAndRescoresExactly) {
   EXPECT_NE(result->Summary().find("dropped LIN"), std::string::npos) << result->Summary();
   EXPECT_NE(result->Summary().find("ranked by its sparse bic ["), std::string::npos)
       << result->Summary();
+
+  // Under a budget that holds the sparse candidates but not the exact score (a server's, through
+  // ApplyRequestBudget): the best kernel is kept sparse, and the note says why.
+  options.threads = 1;
+  options.score.approx.memory_budget_bytes = int64_t{1} << 20;
+  ASSERT_GT(EstimateScoreMemory(data, {*ParseKernel("SE")}, ScoreOptions()).bytes, int64_t{1} << 20);
+  absl::StatusOr<SearchResult> budgeted = RunKernelSearch(data, options);
+  ASSERT_TRUE(budgeted.ok()) << budgeted.status();
+  EXPECT_TRUE(budgeted->exact_rescored.empty());
+  EXPECT_EQ(budgeted->best.method, "sparse");
+  EXPECT_THAT(budgeted->exact_rescore_note, HasSubstr("not re-scored exactly"));
+  EXPECT_THAT(budgeted->exact_rescore_note, HasSubstr("1.0 MB"));
 }
 
 // A table mixing exact values with sparse intervals (auto decides per kernel): a kernel is

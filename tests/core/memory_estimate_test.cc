@@ -6,7 +6,9 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "gpsel/core/score.h"
 #include "gpsel/core/sparse_cost.h"
+#include "gpsel/core/time_estimate.h"
 #include "gtest/gtest.h"
 
 namespace gpsel {
@@ -153,7 +155,100 @@ TEST(MemoryEstimateTest, SparseScoreIsTheFitsPeakAtTheMItsBudgetAllows) {
   options.fit.threads = 1;
   const MemoryEstimate estimate = EstimateScoreMemory(Points(kMillion), {kernel}, options);
   EXPECT_GE(estimate.bytes, EstimateSparseBytes(kMillion, cap, kernel));
-  EXPECT_LT(estimate.bytes, kSparseMemoryBudgetBytes + (int64_t{100} << 20));
+  // Beside the fit: the BLAS buffer and the request's fixed part (36 MiB) and its five copies of
+  // the 10⁶ points (80 MB).
+  EXPECT_LT(estimate.bytes, kSparseMemoryBudgetBytes + (int64_t{120} << 20));
+}
+
+// A per-request budget (gpsel-server's --max-request-bytes) reaches the sparse fit
+// (ApplyRequestBudget): the memory estimate, the time estimate, the fit and a prediction all
+// cap m at the same SparseInducingCap of the budget's share, so a request that the default
+// 2 GiB cap would make too large runs with a smaller m, and its estimate is within the budget.
+// The first 1,500 weekly CO₂ points, SE, one thread; the budget holds m = 16, below the first
+// m of a grown fit (32), so the fit's m is the cap whatever the gap.
+TEST(MemoryEstimateTest, ARequestBudgetCapsTheSparseFitWhereItsEstimateDoes) {
+  absl::StatusOr<Dataset> full = LoadCsvFile(std::string(GPSEL_DATA_DIR) + "/co2_weekly.csv");
+  ASSERT_TRUE(full.ok()) << full.status();
+  Dataset data;
+  data.x = full->x.topRows(1500);
+  data.y = full->y.head(1500);
+  const int64_t n = data.num_points();
+  const KernelExpr kernel = *ParseKernel("SE");
+  ScoreOptions options;
+  options.approx.mode = ApproxMode::kSparse;
+  options.fit.threads = 1;
+  options.fit.restarts = 1;
+  options.metrics = {Metric::kMll, Metric::kMap};
+  // What the request holds beside the fit (core/memory_estimate.cc): its fixed part (4 MiB), the
+  // BLAS buffer (32 MiB) and five copies of the data (n·(d + 1) doubles each); the rest holds
+  // the fit's peak at m = 16 and not at 17.
+  const int64_t beside_the_fit = (int64_t{36} << 20) + 5 * 8 * n * 2;
+  const int64_t budget = beside_the_fit + EstimateSparseBytes(n, 16, kernel, 1, 1);
+  // The default (a local run's): m up to 512, an estimate beyond this budget: main refused it.
+  EXPECT_GT(EstimateScoreMemory(data, {kernel}, options).bytes, budget);
+
+  ApplyRequestBudget(budget, data, options);
+  ASSERT_TRUE(options.Validate().ok());
+  const int64_t share = options.approx.memory_budget_bytes;
+  EXPECT_EQ(share, budget - beside_the_fit);
+  const int64_t cap = SparseInducingCap(n, 512, kernel, 1, 1, share);
+  ASSERT_EQ(cap, 16);
+  // The estimates cost the fit at that cap: within the budget, to the byte what it holds there.
+  const MemoryEstimate memory = EstimateScoreMemory(data, {kernel}, options);
+  EXPECT_EQ(memory.bytes, budget) << memory.Summary();
+  EXPECT_THAT(EstimateScoreTime(data, {kernel}, options).breakdown, HasSubstr("m ≤ 16"));
+  // The fit stops there (both fits at most there; the score's m is the larger).
+  absl::StatusOr<KernelScore> score = ScoreKernel(data, kernel, options);
+  ASSERT_TRUE(score.ok()) << score.status();
+  EXPECT_EQ(score->method, "sparse");
+  EXPECT_EQ(score->num_inducing, cap);
+  ASSERT_TRUE(score->mll_fit.has_value());
+  ASSERT_TRUE(score->map_fit.has_value());
+  EXPECT_LE(score->mll_fit->num_inducing, cap);
+  EXPECT_LE(score->map_fit->num_inducing, cap);
+  // A prediction at given values selects its Z under the same cap (it took 512 before).
+  PredictOptions predict;
+  predict.fit = options;
+  predict.fit.approx.memory_budget_bytes = kSparseMemoryBudgetBytes;
+  predict.hyperparameters = {{"SE.lengthscale", 0.05}, {"noise", 0.01}};
+  const Eigen::MatrixXd x_new = data.x.topRows(5);
+  ApplyRequestBudget(budget, data, x_new.rows(), predict);
+  EXPECT_LE(EstimatePredictMemory(data, kernel, x_new.rows(), predict).bytes, budget);
+  absl::StatusOr<PredictResult> predicted = FitAndPredict(data, kernel, x_new, predict);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  EXPECT_EQ(predicted->method, "sparse");
+  EXPECT_EQ(predicted->num_inducing,
+            SparseInducingCap(n, 512, kernel, 1, 1, predict.fit.approx.memory_budget_bytes));
+  EXPECT_LE(predicted->num_inducing, 16);
+  // A search's candidates at once share it, each with its own BLAS buffer: two of 16 MiB.
+  SearchOptions search;
+  search.score = options;
+  search.threads = 2;
+  const int64_t search_budget = (int64_t{4} << 20) + 5 * 8 * n * 2 + 2 * (int64_t{48} << 20);
+  ApplyRequestBudget(search_budget, data, search);
+  EXPECT_EQ(search.score.approx.memory_budget_bytes, int64_t{16} << 20);
+  EXPECT_LE(EstimateSearchMemory(data, search).bytes, search_budget);
+  ApplyRequestBudget(budget, data, search);  // not enough for two
+  EXPECT_GT(EstimateSearchMemory(data, search).bytes, budget);
+  // Too small a budget for even one inducing point: the estimate exceeds it, and it is refused.
+  ScoreOptions tiny = options;
+  ApplyRequestBudget(int64_t{20} << 20, data, tiny);
+  EXPECT_TRUE(tiny.Validate().ok());
+  EXPECT_GT(EstimateScoreMemory(data, {kernel}, tiny).bytes, int64_t{20} << 20);
+  // No budget (0): the default stays.
+  ScoreOptions unbudgeted;
+  ApplyRequestBudget(0, data, unbudgeted);
+  EXPECT_EQ(unbudgeted.approx.memory_budget_bytes, kSparseMemoryBudgetBytes);
+  // A budget above the default raises the cap: at 10⁶ points 16 GiB holds the default m = 512,
+  // where 2 GiB stopped at about 263.
+  ScoreOptions large = unbudgeted;
+  large.approx.mode = ApproxMode::kSparse;
+  large.fit.threads = 1;
+  ApplyRequestBudget(int64_t{16} << 30, Points(1'000'000), large);
+  EXPECT_GT(large.approx.memory_budget_bytes, kSparseMemoryBudgetBytes);
+  EXPECT_THAT(EstimateScoreTime(Points(1'000'000), {kernel}, large).breakdown,
+              HasSubstr("m ≤ 512"));
+  EXPECT_LE(EstimateScoreMemory(Points(1'000'000), {kernel}, large).bytes, int64_t{16} << 30);
 }
 
 TEST(MemoryEstimateTest, FormatsBytesInDecimalUnits) {

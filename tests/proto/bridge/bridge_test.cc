@@ -838,6 +838,25 @@ TEST(BridgeTest, ApproximationAndSparseScoreRoundTrip) {
   EXPECT_EQ(read.approx_note, score.approx_note);
   // An exact score from an old server (no method) reads as exact.
   EXPECT_EQ(bridge::FromProto(v1::KernelScore()).method, "exact");
+
+  // Each fit's own m crosses the wire (FitResult.num_inducing): the MLL and MAP fits of one
+  // sparse score may end at different m, and the score's m is the larger.
+  score.mll_fit = FitResult();
+  score.mll_fit->objective = FitObjective::kMaximumLikelihood;
+  score.mll_fit->num_inducing = 64;
+  score.map_fit = FitResult();
+  score.map_fit->objective = FitObjective::kMaximumAPosteriori;
+  score.map_fit->num_inducing = 32;
+  bridge::ToProto(score, &proto);
+  EXPECT_EQ(proto.mll_fit().num_inducing(), 64);
+  EXPECT_EQ(proto.map_fit().num_inducing(), 32);
+  const KernelScore fits_read = bridge::FromProto(proto);
+  ASSERT_TRUE(fits_read.mll_fit.has_value());
+  ASSERT_TRUE(fits_read.map_fit.has_value());
+  EXPECT_EQ(fits_read.mll_fit->num_inducing, 64);
+  EXPECT_EQ(fits_read.map_fit->num_inducing, 32);
+  // An exact fit, or one from an older server, has none.
+  EXPECT_EQ(bridge::FromProto(v1::FitResult()).num_inducing, 0);
 }
 
 }  // namespace

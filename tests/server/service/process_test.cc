@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 #include "gmock/gmock.h"
@@ -178,6 +179,36 @@ TEST_F(CliRemoteTest, ScoreRemoteEqualsInProcess) {
   // The table, which prints no timing, is identical byte for byte.
   CommandResult local_table = RunCommand(Cli(args));
   CommandResult remote_table = RunCommand(Cli(args + " --server " + address_));
+  EXPECT_EQ(remote_table.output, local_table.output);
+}
+
+// A remote sparse score prints each fit's own m in the mll@/map@ columns, as the local run does
+// (FitResult.num_inducing on the wire, issue 28): on the Nile series SE's MLL fit ends at a
+// smaller m than its MAP fit; before, the remote table printed the score's m in both columns.
+TEST_F(CliRemoteTest, SparseScoreShowsEachFitsOwnMAsTheLocalRunDoes) {
+  const std::string args = absl::StrCat("score --data ", DataPath("nile.csv"),
+                                        " --kernel SE --approx sparse --restarts 1 "
+                                        "--metrics mll,map");
+  CommandResult local = RunCommand(Cli(args + " --json"));
+  CommandResult remote = RunCommand(Cli(args + " --json --server " + address_));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  const nlohmann::json local_json = nlohmann::json::parse(local.output);
+  EXPECT_EQ(WithoutTimes(nlohmann::json::parse(remote.output)), WithoutTimes(local_json));
+  const nlohmann::json& score = local_json["scores"][0];
+  ASSERT_EQ(score["method"], "sparse");
+  const int mll_m = score["mll_fit"]["num_inducing"].get<int>();
+  const int map_m = score["map_fit"]["num_inducing"].get<int>();
+  EXPECT_GE(mll_m, 1);
+  EXPECT_NE(mll_m, map_m) << "the case no longer shows two different m";
+  EXPECT_EQ(score["inducing_points"].get<int>(), std::max(mll_m, map_m));
+
+  CommandResult local_table = RunCommand(Cli(args));
+  CommandResult remote_table = RunCommand(Cli(args + " --server " + address_));
+  ASSERT_EQ(remote_table.exit_code, 0) << remote_table.output;
+  EXPECT_THAT(remote_table.output,
+              HasSubstr(absl::StrFormat("%9s %9s", absl::StrCat("m=", mll_m),
+                                        absl::StrCat("m=", map_m))));
   EXPECT_EQ(remote_table.output, local_table.output);
 }
 
