@@ -219,13 +219,9 @@ TEST(SparseFitTest, SaysTheSelectionRanOutWhenItStoppedBelowTheCap) {
   EXPECT_EQ(below->num_inducing, options.max_inducing);
 }
 
-// The Laplace family needs the Hessian at a maximum: a fit the stall rule stopped short of one
-// (here a stall fraction of 0.9 of a gap of hundreds of nats at m = 32: it stops after 5
-// iterations) is polished without the rule before the Hessian is kept, so the Hessian is
-// negative definite, and the polish shows in the evaluations against the same fit without one.
-TEST(SparseFitTest, HessianIsMadeAtAMaximumEvenWhenTheStallRuleStoppedTheFit) {
-  const Dataset data = Standardized(LoadBundled("mauna_loa_monthly.csv"), 4);  // n = 131
-  const GpModel model = MakeModel(data, "C*SE+C*PER*SE");
+// A MAP fit from the prior mean alone at a fixed m = 32, one round: the two tests below stop it
+// early by the stall rule and compare it with and without its Hessian.
+SparseFitOptions MapFitAtFixedM() {
   SparseFitOptions options;
   options.objective = FitObjective::kMaximumAPosteriori;
   options.initial_inducing = 32;
@@ -233,6 +229,17 @@ TEST(SparseFitTest, HessianIsMadeAtAMaximumEvenWhenTheStallRuleStoppedTheFit) {
   options.restarts = 0;
   options.max_draws_factor = 1;
   options.reselect_rounds = 1;
+  return options;
+}
+
+// The Laplace family needs the Hessian at a maximum: a fit the stall rule stopped short of one
+// (here a stall fraction of 0.9 of a gap of hundreds of nats at m = 32: it stops after 5
+// iterations) is polished without the rule before the Hessian is kept, so the Hessian is
+// negative definite, and the polish shows in the evaluations against the same fit without one.
+TEST(SparseFitTest, HessianIsMadeAtAMaximumEvenWhenTheStallRuleStoppedTheFit) {
+  const Dataset data = Standardized(LoadBundled("mauna_loa_monthly.csv"), 4);  // n = 131
+  const GpModel model = MakeModel(data, "C*SE+C*PER*SE");
+  SparseFitOptions options = MapFitAtFixedM();
   options.stall_fraction = 0.9;
   options.hessian_step = 0.0;
   absl::StatusOr<SparseFitResult> stalled = FitSparse(model, options);
@@ -257,13 +264,7 @@ TEST(SparseFitTest, HessianIsMadeAtAMaximumEvenWhenTheStallRuleStoppedTheFit) {
 TEST(SparseFitTest, NewtonPolishEndsAtAMaximumFromAStalledFit) {
   const Dataset data = Standardized(LoadBundled("mauna_loa_monthly.csv"), 4);  // n = 131
   const GpModel model = MakeModel(data, "C*SE+C*PER*SE");
-  SparseFitOptions options;
-  options.objective = FitObjective::kMaximumAPosteriori;
-  options.initial_inducing = 32;
-  options.max_inducing = 32;
-  options.restarts = 0;
-  options.max_draws_factor = 1;
-  options.reselect_rounds = 1;
+  SparseFitOptions options = MapFitAtFixedM();
   options.stall_fraction = 0.0;  // L-BFGS-B to its own tolerance
   options.hessian_step = 0.0;
   absl::StatusOr<SparseFitResult> full = FitSparse(model, options);
