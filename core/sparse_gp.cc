@@ -207,6 +207,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
     for (Index b = range.first_block; b < range.end_block; ++b) {
       const Index c0 = b * block, cols = std::min(block, n - c0);
       evaluator_->MakeGeometryBlock(inducing_, 0, m, x, c0, cols, &geometry);
+      geometry.vectorised = true;
       evaluator_->Evaluate(geometry, full, false, &values);
       a_block = evaluator_->Root(values).k;
       lower_factor.solveInPlace(a_block);
@@ -324,6 +325,7 @@ absl::StatusOr<SparseBounds> SparseGp::Bounds(const Eigen::VectorXd& free_raw,
     for (Index b = range.first_block; b < range.end_block; ++b) {
       const Index c0 = b * block, cols = std::min(block, n - c0);
       evaluator_->MakeGeometryBlock(inducing_, 0, m, x, c0, cols, &geometry);
+      geometry.vectorised = true;
       evaluator_->Evaluate(geometry, full, true, &values);
       const MatrixXd& k_block = evaluator_->Root(values).k;
       const std::vector<MatrixXd>& d_uf = evaluator_->Root(values).dk;

@@ -285,8 +285,10 @@ void ApplyScaled(ScaledFunction f, const MatrixXd& in, double scale, bool symmet
   out->triangularView<Eigen::StrictlyLower>() = out->transpose();
 }
 
-void ScaledExp(const MatrixXd& in, double scale, bool symmetric, MatrixXd* out) {
-  ApplyScaled(ExpOfScaled, in, scale, symmetric, out);
+// exp, flushed below −708 only on the vectorised (sparse K_uf) blocks (PairGeometry::vectorised).
+void ScaledExp(const MatrixXd& in, double scale, bool symmetric, bool vectorised,
+               MatrixXd* out) {
+  ApplyScaled(vectorised ? ExpOfScaled : ExpOfScaledUnflushed, in, scale, symmetric, out);
 }
 
 }  // namespace
@@ -308,12 +310,13 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
   MatrixXd& k = value->k;
   std::vector<MatrixXd>& dk = value->dk;
   const bool sym = geometry.symmetric;
+  const bool vec = geometry.vectorised;
   dk.resize(with_gradient ? m : 0);
   switch (leaf.base) {
     case BaseKernel::kSE: {
       const double l = theta[0];
       const double c = -0.5 / (l * l);
-      ScaledExp(g.squared_distance, c, sym, &k);
+      ScaledExp(g.squared_distance, c, sym, vec, &k);
       if (with_gradient) {  // k d²/ℓ³
         dk[0].noalias() =
             (k.array() * g.squared_distance.array() * (slope[0] / (l * l * l))).matrix();
@@ -323,7 +326,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     case BaseKernel::kMAT12: {
       const double l = theta[0];
       const double c = -1.0 / l;
-      ScaledExp(g.distance, c, sym, &k);
+      ScaledExp(g.distance, c, sym, vec, &k);
       if (with_gradient) {  // k z/ℓ, z = d/ℓ
         dk[0].noalias() = (k.array() * g.distance.array() * (slope[0] / (l * l))).matrix();
       }
@@ -331,7 +334,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT32: {
       const double l = theta[0], c = std::sqrt(3.0) / l;
-      ScaledExp(g.distance, -c, sym, &k);
+      ScaledExp(g.distance, -c, sym, vec, &k);
       k.array() *= 1.0 + c * g.distance.array();
       if (with_gradient) {  // z² e^{−z}/ℓ = k z²/((1+z)ℓ)
         const auto z = c * g.distance.array();
@@ -341,7 +344,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
     }
     case BaseKernel::kMAT52: {
       const double l = theta[0], c = std::sqrt(5.0) / l;
-      ScaledExp(g.distance, -c, sym, &k);
+      ScaledExp(g.distance, -c, sym, vec, &k);
       k.array() *= 1.0 + c * g.distance.array() + (c * g.distance.array()).square() / 3.0;
       const auto z = c * g.distance.array();
       if (with_gradient) {  // z²(1+z)e^{−z}/(3ℓ) = k z²(1+z)/((1+z+z²/3)·3ℓ)
@@ -365,24 +368,23 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       // k = exp(−2S/ℓ²), S = sin²A, A = πd/p; ∂k/∂ℓ = k·4S/ℓ³; ∂k/∂p = k·2 sin(2A)·A/(pℓ²).
       const double l = theta[0], p = theta[1];
       const double w = kPi / p;
-      // sin through libmvec's vector routine on cross-covariance blocks (the sparse bounds'
-      // K_uf, where it was 17 % of an evaluation), std::sin on symmetric matrices (the exact
-      // GP's K, the sparse K_uu): the exact fits' optimiser paths, which the optima tests
-      // (tests/core/optima_test.cc) pin on real series, move with a few ulps of sin, and
-      // 4 ulps between K_uu and K_uf are far below the sparse jitter (10⁻¹³).
+      // sin through libmvec's vector routine on the sparse bounds' K_uf blocks (where it was 17 %
+      // of an evaluation; PairGeometry::vectorised), std::sin elsewhere: the exact fits'
+      // optimiser paths, which the optima tests pin on real series, move with a few ulps of sin,
+      // and 4 ulps between K_uu and K_uf are far below the sparse jitter (10⁻¹³).
       MatrixXd s;  // sin A, then S = sin²A
-      if (sym) {
+      if (!vec) {
         Elementwise(g.distance, sym, [w](const auto& d) { return (w * d).sin(); }, &s);
       } else {
         ApplyScaled(SinOfScaled, g.distance, w, sym, &s);
       }
       s.array() = s.array().square();
       const double c = -2.0 / (l * l);
-      ScaledExp(s, c, sym, &k);
+      ScaledExp(s, c, sym, vec, &k);
       if (with_gradient) {
         dk[0].noalias() = (k.array() * s.array() * (4.0 * slope[0] / (l * l * l))).matrix();
         MatrixXd a_sin_2a;  // sin 2A, then A·sin(2A)
-        if (sym) {
+        if (!vec) {
           Elementwise(g.distance, sym, [w](const auto& d) { return (2.0 * w * d).sin(); },
                       &a_sin_2a);
         } else {
@@ -400,7 +402,7 @@ void KernelEvaluator::EvaluateLeaf(const Node& leaf, const PairGeometry& geometr
       MatrixXd log_b_matrix;
       Elementwise(q.matrix(), sym, [](const auto& qv) { return qv.log1p(); }, &log_b_matrix);
       const auto log_b = log_b_matrix.array();
-      ScaledExp(log_b_matrix, -alpha, sym, &k);
+      ScaledExp(log_b_matrix, -alpha, sym, vec, &k);
       if (with_gradient) {
         dk[0].noalias() = (k.array() * q / (1.0 + q) * (2.0 * alpha * slope[0] / l)).matrix();
         dk[1].noalias() = (k.array() * (q / (1.0 + q) - log_b) * slope[1]).matrix();

@@ -45,6 +45,11 @@ struct PairGeometry {
   };
   std::map<int, ForDim> by_dim;  // key: active_dim (−1 = all columns)
   Eigen::Index rows = 0, cols = 0;
+  // The sparse bounds' K_uf blocks (core/sparse_gp.cc sets it): sin through libmvec's vector
+  // routine and exp's underflow flushed to 0 (core/internal/vector_math.h). Every other matrix
+  // — the exact GP's above all, whose optimiser paths tests pin on real series — takes std::sin
+  // and the unflushed exp, the bits they always had.
+  bool vectorised = false;
   // x1 and x2 are the same inputs: every matrix is symmetric, so the transcendental functions
   // (exp, sin, log1p) are evaluated on the upper triangle only and mirrored.
   bool symmetric = false;

@@ -63,6 +63,10 @@ void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count
   ApplyToScaled<FlushedExp>(in, scale, out, count);
 }
 
+void ExpOfScaledUnflushed(const double* in, double scale, double* out, Eigen::Index count) {
+  ApplyToScaled<_ZGVdN4v_exp>(in, scale, out, count);
+}
+
 void SinOfScaled(const double* in, double scale, double* out, Eigen::Index count) {
   ApplyToScaled<Sin>(in, scale, out, count);
 }
@@ -74,6 +78,10 @@ void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count
     const double x = in[i] * scale;
     out[i] = x < kExpFlushBelow ? 0.0 : std::exp(x);
   }
+}
+
+void ExpOfScaledUnflushed(const double* in, double scale, double* out, Eigen::Index count) {
+  for (Eigen::Index i = 0; i < count; ++i) out[i] = std::exp(in[i] * scale);
 }
 
 void SinOfScaled(const double* in, double scale, double* out, Eigen::Index count) {

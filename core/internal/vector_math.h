@@ -12,6 +12,10 @@ namespace gpsel::internal {
 // Arguments below kExpFlushBelow give exactly 0 (see vector_math.cc for why).
 void ExpOfScaled(const double* in, double scale, double* out, Eigen::Index count);
 
+// ExpOfScaled without the flush: subnormal results as libmvec (or std::exp) gives them, through
+// its scalar path below −709.8 (what every matrix but the sparse K_uf blocks takes).
+void ExpOfScaledUnflushed(const double* in, double scale, double* out, Eigen::Index count);
+
 // out[i] = sin(scale · in[i]) for i < count, with the same promises as ExpOfScaled.
 void SinOfScaled(const double* in, double scale, double* out, Eigen::Index count);
 
