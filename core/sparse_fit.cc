@@ -404,6 +404,11 @@ std::string SparseFitResult::Summary() const {
     absl::StrAppendFormat(&out, "  starts explored on %d points: %d evaluations\n",
                           exploration_points, exploration_evaluations);
   }
+  if (undecided_starts_moved > 0) {
+    absl::StrAppendFormat(&out,
+                          "  %d start(s) undecided on the subsample fitted there at their own m\n",
+                          undecided_starts_moved);
+  }
   if (undecided_starts_fitted > 0) {
     absl::StrAppendFormat(&out, "  %d start(s) undecided at the first m fitted at their own m%s\n",
                           undecided_starts_fitted,
@@ -412,6 +417,10 @@ std::string SparseFitResult::Summary() const {
   if (at_map_point) {
     out += "  ended below the ELBO at the MAP optimum (and so did its refit from there): the MAP "
            "fit's point is reported\n";
+  }
+  if (continued_from_map_point) {
+    out += "  ended below the ELBO at the MAP optimum: continued from there by Newton steps on the "
+           "ELBO\n";
   }
   for (const Probe& probe : probes) {
     absl::StrAppendFormat(&out, "  probed m = %d without gradients: [%.4f, %.4f] (gap %.4f)\n",
@@ -443,28 +452,49 @@ absl::StatusOr<double> SparseObjective(const SparseGp& sparse, FitObjective obje
   return value;
 }
 
-absl::StatusOr<Eigen::MatrixXd> SparseObjectiveHessian(const SparseGp& sparse,
-                                                       FitObjective objective,
-                                                       const Eigen::VectorXd& raw, double step) {
-  if (!(step > 0.0)) return absl::InvalidArgumentError("step: must be > 0");
+absl::StatusOr<Eigen::MatrixXd> SparseGradientDifferences(const SparseGp& sparse,
+                                                          FitObjective objective,
+                                                          const Eigen::VectorXd& raw,
+                                                          double offset) {
+  if (!(offset > 0.0)) return absl::InvalidArgumentError("offset: must be > 0");
   const int u = static_cast<int>(raw.size());
-  Eigen::MatrixXd hessian(u, u);
-  auto gradient_at = [&](int k, double offset) -> absl::StatusOr<Eigen::VectorXd> {
+  Eigen::MatrixXd differences(u, u);
+  auto gradient_at = [&](int k, double shift) -> absl::StatusOr<Eigen::VectorXd> {
     Eigen::VectorXd moved = raw, gradient;
-    moved(k) += offset;
+    moved(k) += shift;
     absl::StatusOr<double> value = SparseObjective(sparse, objective, moved, &gradient);
     if (!value.ok()) return value.status();
     return gradient;
   };
   for (int k = 0; k < u; ++k) {
-    absl::StatusOr<Eigen::VectorXd> p1 = gradient_at(k, step), m1 = gradient_at(k, -step),
-                                    p2 = gradient_at(k, 2 * step), m2 = gradient_at(k, -2 * step);
-    for (const auto* g : {&p1, &m1, &p2, &m2}) {
-      if (!g->ok()) return g->status();
-    }
-    hessian.col(k) = (8.0 * (*p1 - *m1) - (*p2 - *m2)) / (12.0 * step);
+    absl::StatusOr<Eigen::VectorXd> plus = gradient_at(k, offset), minus = gradient_at(k, -offset);
+    if (!plus.ok()) return plus.status();
+    if (!minus.ok()) return minus.status();
+    differences.col(k) = *plus - *minus;
   }
-  return Eigen::MatrixXd(0.5 * (hessian + hessian.transpose()));
+  return differences;
+}
+
+Eigen::MatrixXd ThreePointHessian(const Eigen::MatrixXd& near, double step) {
+  const Eigen::MatrixXd hessian = near / (2.0 * step);
+  return 0.5 * (hessian + hessian.transpose());
+}
+
+Eigen::MatrixXd FivePointHessian(const Eigen::MatrixXd& near, const Eigen::MatrixXd& far,
+                                 double step) {
+  const Eigen::MatrixXd hessian = (8.0 * near - far) / (12.0 * step);
+  return 0.5 * (hessian + hessian.transpose());
+}
+
+absl::StatusOr<Eigen::MatrixXd> SparseObjectiveHessian(const SparseGp& sparse,
+                                                       FitObjective objective,
+                                                       const Eigen::VectorXd& raw, double step) {
+  if (!(step > 0.0)) return absl::InvalidArgumentError("step: must be > 0");
+  GPSEL_ASSIGN_OR_RETURN(const Eigen::MatrixXd near,
+                         SparseGradientDifferences(sparse, objective, raw, step));
+  GPSEL_ASSIGN_OR_RETURN(const Eigen::MatrixXd far,
+                         SparseGradientDifferences(sparse, objective, raw, 2.0 * step));
+  return FivePointHessian(near, far, step);
 }
 
 namespace {
@@ -891,22 +921,33 @@ absl::Status GrowAndFit(const GpModel& model, const SparseFitOptions& options, i
     };
     record();
     if (options.hessian_step > 0.0 && u > 0) {
-      absl::StatusOr<Eigen::MatrixXd> hessian =
-          SparseObjectiveHessian(*sparse, options.objective, theta, options.hessian_step);
-      if (!hessian.ok()) return hessian.status();
-      // Newton steps with that Hessian first (NewtonPolish), made again where they moved: at an
-      // optimum they cost one gradient; from a stalled fit they reach the maximum in a few.
+      const double h = options.hessian_step;
+      // Newton steps first (NewtonPolish) with the three-point Hessian, made again where they
+      // moved: at an optimum they cost one gradient; from a stalled fit they reach the maximum
+      // in a few. A Newton step needs no more than its direction, and the three-point stencil's
+      // O(h²) error (0.15 % on a period's curvature) only slows its convergence from quadratic
+      // to a linear rate of ~10⁻³; the Laplace metrics take the five-point Hessian at the final
+      // point, which reuses that point's ±h differences: 2u gradient evaluations per pass that
+      // moved and 4u in all at the end, where each pass remade the five-point one before (three
+      // Hessians of 4u on sf_temps: bench/RESULTS.md, issue 28, twenty-third session).
+      absl::StatusOr<Eigen::MatrixXd> near =
+          SparseGradientDifferences(*sparse, options.objective, theta, h);
+      if (!near.ok()) return near.status();
       for (int pass = 0; pass < kNewtonPasses; ++pass) {
-        absl::StatusOr<Optimum> newton =
-            NewtonPolish(*sparse, options, progress, *hessian, theta, value);
+        absl::StatusOr<Optimum> newton = NewtonPolish(*sparse, options, progress,
+                                                      ThreePointHessian(*near, h), theta, value);
         if (!newton.ok()) return newton.status();
         result.evaluations += newton->evaluations;
         if (!(newton->value > value + kNewtonConverged)) break;
         GPSEL_RETURN_IF_ERROR(take(*newton));
         record();
-        hessian = SparseObjectiveHessian(*sparse, options.objective, theta, options.hessian_step);
-        if (!hessian.ok()) return hessian.status();
+        near = SparseGradientDifferences(*sparse, options.objective, theta, h);
+        if (!near.ok()) return near.status();
       }
+      absl::StatusOr<Eigen::MatrixXd> far =
+          SparseGradientDifferences(*sparse, options.objective, theta, 2.0 * h);
+      if (!far.ok()) return far.status();
+      absl::StatusOr<Eigen::MatrixXd> hessian = FivePointHessian(*near, *far, h);
       // The Laplace family needs the curvature at a maximum. A fit the stall rule stopped short
       // of one (SparseFitOptions::stall_fraction: a gain of a few nats over 5 iterations is
       // small beside an interval thousands of nats wide, but not beside log det) can leave a
@@ -986,21 +1027,18 @@ std::optional<StartLevel> ProbeStart(const GpModel& model, const SparseFitOption
   }
 }
 
-// SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
-// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or carried from the
-// exploration subsample) are probed at their own θ (ProbeStart), the `undecided_starts` with
-// the highest certified lower end there are fitted from there (GrowAndFit, their own growth),
-// and `result` becomes the best of them if it beats the first growth's optimum.
-absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& options, int cap,
-                                SparseStopReason cap_reason,
-                                const std::vector<StartBounds>& undecided, int first_m,
-                                const ProgressCallback& progress, SparseFitResult& result) {
-  const double best = result.objective_value;
-  struct Candidate {
-    const StartBounds* start;
-    StartLevel level;
-  };
-  std::vector<Candidate> candidates;
+// The undecided starts worth a fit at their own m: each probed at its own θ (ProbeStart) on
+// `model`, those not decided against `best` kept, the `undecided_starts` with the highest
+// certified lower end of the objective there first (stable: ties keep the starts' order).
+struct UndecidedCandidate {
+  const StartBounds* start;
+  StartLevel level;
+};
+absl::StatusOr<std::vector<UndecidedCandidate>> RankUndecided(
+    const GpModel& model, const SparseFitOptions& options,
+    const std::vector<StartBounds>& undecided, int first_m, int cap, double best,
+    const ProgressCallback& progress) {
+  std::vector<UndecidedCandidate> candidates;
   for (const StartBounds& start : undecided) {
     // A poll per start: each probe is a greedy selection at the cap, O(n·cap²).
     GPSEL_RETURN_IF_ERROR(ReportProgress(progress, CancellationPoll()));
@@ -1008,14 +1046,79 @@ absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& op
       candidates.push_back({&start, *std::move(level)});
     }
   }
-  // The highest certified lower end of the objective at the start first (stable: ties keep the
-  // starts' order).
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.level.probe.lower + a.start->shift > b.level.probe.lower + b.start->shift;
-  });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const UndecidedCandidate& a, const UndecidedCandidate& b) {
+                     return a.level.probe.lower + a.start->shift >
+                            b.level.probe.lower + b.start->shift;
+                   });
   if (candidates.size() > static_cast<size_t>(options.undecided_starts)) {
     candidates.resize(options.undecided_starts);
   }
+  return candidates;
+}
+
+// At scale, the starts undecided on the exploration subsample `subset` (whose m stopped at
+// SparseFitOptions::exploration_max_inducing) are first taken to their own modes there: ranked
+// as on the full data (RankUndecided, nothing to decide against yet) and fitted from their own
+// m on the subsample, up to the full fit's cap on m. Their ends, distinct, are what the full
+// data then probes (FitUndecidedStarts), so SKC's rule judges each at an optimum rather than
+// at a raw prior draw, and a full-n fit starts near its end: on 10⁵ points (C*SE + C*PER*SE)
+// three raw draws were each fitted at full n from m = 512 (bench/RESULTS.md, issue 28,
+// twenty-second session), more than the rest of the score. An O(n_subsample·m²) fit each.
+absl::StatusOr<std::vector<StartBounds>> MoveUndecidedOnSubsample(
+    const GpModel& subset, const SparseFitOptions& options, int cap,
+    const std::vector<StartBounds>& undecided, int first_m, const ProgressCallback& progress,
+    SparseFitResult& result) {
+  SparseFitOptions own = options;
+  own.exploration_points = 0;
+  own.hessian_step = 0.0;
+  own.warm_starts.clear();
+  own.only_warm_starts = false;
+  own.max_inducing = cap;
+  absl::StatusOr<std::pair<int, SparseStopReason>> subset_cap = InducingCap(subset, own);
+  if (!subset_cap.ok()) return subset_cap.status();
+  first_m = std::min(first_m, subset_cap->first);
+  GPSEL_ASSIGN_OR_RETURN(std::vector<UndecidedCandidate> candidates,
+                         RankUndecided(subset, own, undecided, first_m, subset_cap->first,
+                                       -std::numeric_limits<double>::infinity(), progress));
+  std::vector<StartBounds> moved;
+  for (UndecidedCandidate& candidate : candidates) {
+    GPSEL_RETURN_IF_ERROR(ReportProgress(
+        progress, Progress{"sparse_fit", 0.0,
+                           absl::StrCat("a start undecided on the ", subset.num_points(),
+                                        "-point subsample fitted there from m = ",
+                                        candidate.level.m)}));
+    SparseFitResult fit;
+    fit.objective = options.objective;
+    const SparseFitResult::Probe probe = candidate.level.probe;
+    GPSEL_RETURN_IF_ERROR(GrowAndFit(subset, own, subset_cap->first, subset_cap->second,
+                                     {candidate.start->raw}, candidate.level.m, nullptr, progress,
+                                     fit, nullptr, std::move(candidate.level.selection), &probe));
+    result.exploration_evaluations += fit.evaluations;
+    ++result.undecided_starts_moved;
+    bool repeat = false;
+    for (const StartBounds& end : moved) repeat |= (end.raw - fit.raw).norm() < 1e-3;
+    if (repeat) continue;
+    const double shift =
+        options.objective == FitObjective::kMaximumAPosteriori ? subset.LogPrior(fit.raw) : 0.0;
+    moved.push_back({fit.raw, -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::infinity(), shift});
+  }
+  return moved;
+}
+
+// SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
+// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or moved to their modes
+// on the exploration subsample) are ranked (RankUndecided) and fitted from their own m
+// (GrowAndFit, their own growth), and `result` becomes the best of them if it beats the first
+// growth's optimum.
+absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& options, int cap,
+                                SparseStopReason cap_reason,
+                                const std::vector<StartBounds>& undecided, int first_m,
+                                const ProgressCallback& progress, SparseFitResult& result) {
+  const double best = result.objective_value;
+  GPSEL_ASSIGN_OR_RETURN(std::vector<UndecidedCandidate> candidates,
+                         RankUndecided(model, options, undecided, first_m, cap, best, progress));
   if (candidates.empty()) return absl::OkStatus();
   // The Hessian at the winner only (below).
   SparseFitOptions own = options;
@@ -1023,7 +1126,7 @@ absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& op
   std::optional<SparseFitResult> winner;
   std::vector<double> ends;  // the fits' objective values, for the confirmation
   int evaluations = 0;
-  for (Candidate& candidate : candidates) {
+  for (UndecidedCandidate& candidate : candidates) {
     GPSEL_RETURN_IF_ERROR(ReportProgress(
         progress,
         Progress{"sparse_fit", 0.0,
@@ -1049,6 +1152,7 @@ absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& op
   adopted.exploration_points = result.exploration_points;
   adopted.exploration_evaluations = result.exploration_evaluations;
   adopted.undecided_starts_fitted = result.undecided_starts_fitted;
+  adopted.undecided_starts_moved = result.undecided_starts_moved;
   adopted.optimum_from_undecided_start = true;
   adopted.steps.insert(adopted.steps.begin(), result.steps.begin(), result.steps.end());
   adopted.probes.insert(adopted.probes.begin(), result.probes.begin(), result.probes.end());
@@ -1082,6 +1186,59 @@ void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFit
   fit->starts_at_best = multi_start.starts_at_best;
   fit->extra_draws = multi_start.extra_draws;
   fit->may_not_be_global = multi_start.may_not_be_global;
+}
+
+absl::StatusOr<std::optional<SparseFitResult>> MllFromMapOptimum(
+    const GpModel& model, const SparseFitOptions& options, const SparseFitResult& map,
+    const ProgressCallback& progress) {
+  const int u = model.num_free();
+  if (map.objective != FitObjective::kMaximumAPosteriori || u == 0 ||
+      map.objective_hessian.rows() != u || map.raw.size() != u) {
+    return std::nullopt;
+  }
+  // The ELBO's Hessian at θ_MAP: the MAP objective's less log p(θ)'s (exact, the prior is a
+  // product of Normals in raw space).
+  Eigen::MatrixXd prior_hessian;
+  model.LogPrior(map.raw, nullptr, &prior_hessian);
+  const Eigen::MatrixXd elbo_hessian = map.objective_hessian - prior_hessian;
+  Eigen::MatrixXd inducing(map.inducing_indices.size(), model.x().cols());
+  for (size_t i = 0; i < map.inducing_indices.size(); ++i) {
+    inducing.row(static_cast<Eigen::Index>(i)) = model.x().row(map.inducing_indices[i]);
+  }
+  GPSEL_ASSIGN_OR_RETURN(SparseGp sparse, SparseGp::Create(model, std::move(inducing), options.sparse));
+  SparseFitOptions mll = options;
+  mll.objective = FitObjective::kMaximumLikelihood;
+  GPSEL_ASSIGN_OR_RETURN(Optimum best,
+                         NewtonPolish(sparse, mll, progress, elbo_hessian, map.raw, map.lower));
+  // The steps hold the Hessian fixed: where the ELBO is far from quadratic over the step (a
+  // short period's curvature at n = 131, tests/core/sparse_score_test.cc) they stop short, so
+  // L-BFGS-B finishes from their end, with the fits' stall rule (a few evaluations at an
+  // optimum).
+  const double stall_nats =
+      options.stall_fraction * std::max(GapTolerance(options, map.lower), map.upper - map.lower);
+  if (std::optional<Optimum> finished = Optimise(sparse, mll, progress, best.raw, stall_nats)) {
+    const int evaluations = best.evaluations + finished->evaluations;
+    if (finished->value > best.value) best = *std::move(finished);
+    best.evaluations = evaluations;
+  }
+  SparseFitResult out = map;
+  out.objective = FitObjective::kMaximumLikelihood;
+  out.objective_hessian = Eigen::MatrixXd();
+  out.evaluations = best.evaluations;
+  if (best.value > map.lower) {
+    GPSEL_ASSIGN_OR_RETURN(const SparseBounds bounds, sparse.Bounds(best.raw));
+    out.raw = best.raw;
+    out.values = model.NaturalValues(best.raw);
+    out.log_prior = model.LogPrior(best.raw);
+    out.lower = bounds.lower;
+    out.upper = bounds.upper;
+    if (!out.steps.empty()) {
+      out.steps.back().lower = bounds.lower;
+      out.steps.back().upper = bounds.upper;
+    }
+  }
+  out.objective_value = out.lower;
+  return out;
 }
 
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
@@ -1120,9 +1277,12 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   // The full data's first m and Z when chosen by probes (NextInducing) at starts.front().
   std::optional<InducingSelection> selection;
   std::optional<SparseFitResult::Probe> first_probe;
-  // Starts for SparseFitOptions::undecided_starts: the subsample's (decided there, carried with
-  // their bounds unknown on the full data) and the full data's first level's.
+  // Starts for SparseFitOptions::undecided_starts: the subsample's (undecided there; moved to
+  // their own modes on it, MoveUndecidedOnSubsample, when the full data's growth stops below its
+  // cap) and the full data's first level's.
   std::vector<StartBounds> undecided, first_level;
+  std::optional<GpModel> subsample;
+  int subsample_first_m = 0;
   std::vector<StartBounds>* const first_level_out =
       options.undecided_starts > 0 ? &first_level : nullptr;
   auto probe_first_m = [&](const Eigen::VectorXd& at, double tolerance) {
@@ -1157,15 +1317,14 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
                      explored, &modes, std::nullopt, nullptr, first_level_out)
               .ok() &&
           !modes.empty()) {
-        // Undecided on the subsample (whose m stops at exploration_max_inducing): judged again
-        // on the full data, from its first m, where they are probed (ProbeStart) from scratch.
+        // Undecided on the subsample (whose m stops at exploration_max_inducing): moved to
+        // their modes there and judged on the full data, if its growth stops below the cap.
         for (const StartBounds& start : first_level) {
-          if (UndecidedAt(explore, start, explored.objective_value)) {
-            undecided.push_back({start.raw, -std::numeric_limits<double>::infinity(),
-                                 std::numeric_limits<double>::infinity(), start.shift});
-          }
+          if (UndecidedAt(explore, start, explored.objective_value)) undecided.push_back(start);
         }
+        subsample_first_m = std::min(options.initial_inducing, explore_cap->first);
         result.exploration_points = static_cast<int>(rows.size());
+        subsample.emplace(*std::move(subset));
         result.exploration_evaluations = explored.evaluations;
         InheritMultiStartConfirmation(explored, &result);
         starts = modes;
@@ -1203,6 +1362,11 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     // The growth stopped below its cap at the best mode: starts it never judged at a larger m
     // may hold a better one (SparseFitOptions::undecided_starts).
     if (options.undecided_starts > 0 && result.num_inducing < cap) {
+      if (subsample && !undecided.empty()) {
+        GPSEL_ASSIGN_OR_RETURN(undecided,
+                               MoveUndecidedOnSubsample(*subsample, options, cap, undecided,
+                                                        subsample_first_m, progress, result));
+      }
       for (const StartBounds& start : first_level) {
         if (UndecidedAt(options, start, result.objective_value)) undecided.push_back(start);
       }

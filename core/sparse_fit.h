@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,7 +114,11 @@ struct SparseFitOptions {
   // gradients along the growth sequence at its own θ (one greedy selection at the cap) until its
   // upper end falls below the best (decided against) or its gap is within the tolerance; the
   // `undecided_starts` starts left with the highest certified lower end there are then fitted
-  // from that m (their own growth), and the best objective of all is reported. 0 = never.
+  // from that m (their own growth), and the best objective of all is reported. At scale (an
+  // exploration subsample) the starts undecided on the subsample are first fitted there, the
+  // same way up to this fit's cap on m, and their ends are what the full data probes and fits:
+  // a full-n fit from a raw draw at m = 512 cost more than the rest of a 10⁵-point score.
+  // 0 = never.
   int undecided_starts = 3;
   int max_iterations = 200;          // L-BFGS iterations per fit
   double gradient_tolerance = 1e-5;  // ‖∂/∂t‖∞ in L-BFGS-B's coordinates
@@ -170,11 +175,17 @@ struct SparseFitResult {
   // and the confirmation above counts how many of them reached it).
   int undecided_starts_fitted = 0;
   bool optimum_from_undecided_start = false;
+  // At scale, starts undecided on the exploration subsample fitted there first, at their own m
+  // (their ends are what the full data probes; the evaluations count in exploration_evaluations).
+  int undecided_starts_moved = 0;
   // An MLL fit that ended, as did its refit from the MAP optimum, below the ELBO at the MAP
   // optimum reports the MAP fit's point (θ, Z and bounds) instead (core/sparse_score.cc): its
   // lower end, ELBO(θ_MAP) ≤ log p(y|θ_MAP) ≤ max_θ log p(y|θ), is then the better bound of the
-  // MLL. The evaluations and the confirmation stay the MLL fit's.
+  // MLL. The evaluations and the confirmation stay the MLL fit's. At scale the MLL is first
+  // continued from the MAP point (MllFromMapOptimum): at_map_point when no Newton step gained
+  // there, continued_from_map_point when the point reported is where they ended.
   bool at_map_point = false;
+  bool continued_from_map_point = false;
   struct Step {
     int num_inducing = 0;
     int rounds = 0;  // select-and-fit rounds made at this m
@@ -206,6 +217,19 @@ void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFit
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
                                           const ProgressCallback& progress = nullptr);
 
+// The MLL fit continued from a sparse MAP optimum `map` (with its Hessian) at its m and Z, by
+// saddle-free Newton steps on the ELBO alone (core/sparse_fit.cc, NewtonPolish) whose Hessian
+// is the MAP objective's less log p(θ)'s: at θ_MAP the ELBO's gradient is −∇log p(θ), which
+// with n in the thousands moves θ little, so a step or two reaches the ELBO's maximum near
+// θ_MAP, and L-BFGS-B (with the fits' stall rule) finishes from there, at the cost of a few
+// evaluations where a refit with its probes and Z re-selection took dozens at m = 512
+// (sf_temps; bench/RESULTS.md, issue 28, twenty-third session). The result is θ_MAP itself
+// (its ELBO, never lower) when nothing gains; nullopt when `map` has no Hessian.
+// `options` gives the sparse settings and the box; its objective is ignored.
+absl::StatusOr<std::optional<SparseFitResult>> MllFromMapOptimum(
+    const GpModel& model, const SparseFitOptions& options, const SparseFitResult& map,
+    const ProgressCallback& progress = {});
+
 // The objective (ELBO, plus log p(θ) for MAP) and its gradient at `raw`, with `sparse`'s Z.
 absl::StatusOr<double> SparseObjective(const SparseGp& sparse, FitObjective objective,
                                        const Eigen::VectorXd& raw,
@@ -218,6 +242,17 @@ absl::StatusOr<double> SparseObjective(const SparseGp& sparse, FitObjective obje
 absl::StatusOr<Eigen::MatrixXd> SparseObjectiveHessian(const SparseGp& sparse,
                                                        FitObjective objective,
                                                        const Eigen::VectorXd& raw, double step);
+
+// Its parts: column k is g(r + s·e_k) − g(r − s·e_k) at s = `offset` (2u gradient
+// evaluations); the three-point Hessian from the ±h columns, and the five-point one above from
+// the ±h and ±2h columns (both symmetrised; the same bits as SparseObjectiveHessian).
+absl::StatusOr<Eigen::MatrixXd> SparseGradientDifferences(const SparseGp& sparse,
+                                                          FitObjective objective,
+                                                          const Eigen::VectorXd& raw,
+                                                          double offset);
+Eigen::MatrixXd ThreePointHessian(const Eigen::MatrixXd& near, double step);
+Eigen::MatrixXd FivePointHessian(const Eigen::MatrixXd& near, const Eigen::MatrixXd& far,
+                                 double step);
 
 }  // namespace gpsel
 
