@@ -404,11 +404,6 @@ std::string SparseFitResult::Summary() const {
     absl::StrAppendFormat(&out, "  starts explored on %d points: %d evaluations\n",
                           exploration_points, exploration_evaluations);
   }
-  if (undecided_starts_moved > 0) {
-    absl::StrAppendFormat(&out,
-                          "  %d start(s) undecided on the subsample fitted there at their own m\n",
-                          undecided_starts_moved);
-  }
   if (undecided_starts_fitted > 0) {
     absl::StrAppendFormat(&out, "  %d start(s) undecided at the first m fitted at their own m%s\n",
                           undecided_starts_fitted,
@@ -1057,56 +1052,6 @@ absl::StatusOr<std::vector<UndecidedCandidate>> RankUndecided(
   return candidates;
 }
 
-// At scale, the starts undecided on the exploration subsample `subset` (whose m stopped at
-// SparseFitOptions::exploration_max_inducing) are first taken to their own modes there: ranked
-// as on the full data (RankUndecided, nothing to decide against yet) and fitted from their own
-// m on the subsample, up to the full fit's cap on m. Their ends, distinct, are what the full
-// data then probes (FitUndecidedStarts), so SKC's rule judges each at an optimum rather than
-// at a raw prior draw, and a full-n fit starts near its end: on 10⁵ points (C*SE + C*PER*SE)
-// three raw draws were each fitted at full n from m = 512 (bench/RESULTS.md, issue 28,
-// twenty-second session), more than the rest of the score. An O(n_subsample·m²) fit each.
-absl::StatusOr<std::vector<StartBounds>> MoveUndecidedOnSubsample(
-    const GpModel& subset, const SparseFitOptions& options, int cap,
-    const std::vector<StartBounds>& undecided, int first_m, const ProgressCallback& progress,
-    SparseFitResult& result) {
-  SparseFitOptions own = options;
-  own.exploration_points = 0;
-  own.hessian_step = 0.0;
-  own.warm_starts.clear();
-  own.only_warm_starts = false;
-  own.max_inducing = cap;
-  absl::StatusOr<std::pair<int, SparseStopReason>> subset_cap = InducingCap(subset, own);
-  if (!subset_cap.ok()) return subset_cap.status();
-  first_m = std::min(first_m, subset_cap->first);
-  GPSEL_ASSIGN_OR_RETURN(std::vector<UndecidedCandidate> candidates,
-                         RankUndecided(subset, own, undecided, first_m, subset_cap->first,
-                                       -std::numeric_limits<double>::infinity(), progress));
-  std::vector<StartBounds> moved;
-  for (UndecidedCandidate& candidate : candidates) {
-    GPSEL_RETURN_IF_ERROR(ReportProgress(
-        progress, Progress{"sparse_fit", 0.0,
-                           absl::StrCat("a start undecided on the ", subset.num_points(),
-                                        "-point subsample fitted there from m = ",
-                                        candidate.level.m)}));
-    SparseFitResult fit;
-    fit.objective = options.objective;
-    const SparseFitResult::Probe probe = candidate.level.probe;
-    GPSEL_RETURN_IF_ERROR(GrowAndFit(subset, own, subset_cap->first, subset_cap->second,
-                                     {candidate.start->raw}, candidate.level.m, nullptr, progress,
-                                     fit, nullptr, std::move(candidate.level.selection), &probe));
-    result.exploration_evaluations += fit.evaluations;
-    ++result.undecided_starts_moved;
-    bool repeat = false;
-    for (const StartBounds& end : moved) repeat |= (end.raw - fit.raw).norm() < 1e-3;
-    if (repeat) continue;
-    const double shift =
-        options.objective == FitObjective::kMaximumAPosteriori ? subset.LogPrior(fit.raw) : 0.0;
-    moved.push_back({fit.raw, -std::numeric_limits<double>::infinity(),
-                     std::numeric_limits<double>::infinity(), shift});
-  }
-  return moved;
-}
-
 // SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
 // `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or moved to their modes
 // on the exploration subsample) are ranked (RankUndecided) and fitted from their own m
@@ -1152,7 +1097,6 @@ absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& op
   adopted.exploration_points = result.exploration_points;
   adopted.exploration_evaluations = result.exploration_evaluations;
   adopted.undecided_starts_fitted = result.undecided_starts_fitted;
-  adopted.undecided_starts_moved = result.undecided_starts_moved;
   adopted.optimum_from_undecided_start = true;
   adopted.steps.insert(adopted.steps.begin(), result.steps.begin(), result.steps.end());
   adopted.probes.insert(adopted.probes.begin(), result.probes.begin(), result.probes.end());
@@ -1277,12 +1221,9 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
   // The full data's first m and Z when chosen by probes (NextInducing) at starts.front().
   std::optional<InducingSelection> selection;
   std::optional<SparseFitResult::Probe> first_probe;
-  // Starts for SparseFitOptions::undecided_starts: the subsample's (undecided there; moved to
-  // their own modes on it, MoveUndecidedOnSubsample, when the full data's growth stops below its
-  // cap) and the full data's first level's.
+  // Starts for SparseFitOptions::undecided_starts: the subsample's (decided there, carried with
+  // their bounds unknown on the full data) and the full data's first level's.
   std::vector<StartBounds> undecided, first_level;
-  std::optional<GpModel> subsample;
-  int subsample_first_m = 0;
   std::vector<StartBounds>* const first_level_out =
       options.undecided_starts > 0 ? &first_level : nullptr;
   auto probe_first_m = [&](const Eigen::VectorXd& at, double tolerance) {
@@ -1317,14 +1258,15 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
                      explored, &modes, std::nullopt, nullptr, first_level_out)
               .ok() &&
           !modes.empty()) {
-        // Undecided on the subsample (whose m stops at exploration_max_inducing): moved to
-        // their modes there and judged on the full data, if its growth stops below the cap.
+        // Undecided on the subsample (whose m stops at exploration_max_inducing): judged again
+        // on the full data, from its first m, where they are probed (ProbeStart) from scratch.
         for (const StartBounds& start : first_level) {
-          if (UndecidedAt(explore, start, explored.objective_value)) undecided.push_back(start);
+          if (UndecidedAt(explore, start, explored.objective_value)) {
+            undecided.push_back({start.raw, -std::numeric_limits<double>::infinity(),
+                                 std::numeric_limits<double>::infinity(), start.shift});
+          }
         }
-        subsample_first_m = std::min(options.initial_inducing, explore_cap->first);
         result.exploration_points = static_cast<int>(rows.size());
-        subsample.emplace(*std::move(subset));
         result.exploration_evaluations = explored.evaluations;
         InheritMultiStartConfirmation(explored, &result);
         starts = modes;
@@ -1362,11 +1304,6 @@ absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitO
     // The growth stopped below its cap at the best mode: starts it never judged at a larger m
     // may hold a better one (SparseFitOptions::undecided_starts).
     if (options.undecided_starts > 0 && result.num_inducing < cap) {
-      if (subsample && !undecided.empty()) {
-        GPSEL_ASSIGN_OR_RETURN(undecided,
-                               MoveUndecidedOnSubsample(*subsample, options, cap, undecided,
-                                                        subsample_first_m, progress, result));
-      }
       for (const StartBounds& start : first_level) {
         if (UndecidedAt(options, start, result.objective_value)) undecided.push_back(start);
       }

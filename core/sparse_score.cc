@@ -59,7 +59,6 @@ SparseFitResult MllFitAtMapPoint(const SparseFitResult& mll, const SparseFitResu
   at_map.exploration_evaluations = mll.exploration_evaluations;
   InheritMultiStartConfirmation(mll, &at_map);
   at_map.undecided_starts_fitted = mll.undecided_starts_fitted;
-  at_map.undecided_starts_moved = mll.undecided_starts_moved;
   at_map.optimum_from_undecided_start = false;
   at_map.steps = mll.steps;
   at_map.probes = mll.probes;
