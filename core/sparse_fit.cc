@@ -413,10 +413,6 @@ std::string SparseFitResult::Summary() const {
     out += "  ended below the ELBO at the MAP optimum (and so did its refit from there): the MAP "
            "fit's point is reported\n";
   }
-  if (continued_from_map_point) {
-    out += "  ended below the ELBO at the MAP optimum: continued from there by Newton steps on the "
-           "ELBO\n";
-  }
   for (const Probe& probe : probes) {
     absl::StrAppendFormat(&out, "  probed m = %d without gradients: [%.4f, %.4f] (gap %.4f)\n",
                           probe.num_inducing, probe.lower, probe.upper, probe.upper - probe.lower);
@@ -1130,59 +1126,6 @@ void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFit
   fit->starts_at_best = multi_start.starts_at_best;
   fit->extra_draws = multi_start.extra_draws;
   fit->may_not_be_global = multi_start.may_not_be_global;
-}
-
-absl::StatusOr<std::optional<SparseFitResult>> MllFromMapOptimum(
-    const GpModel& model, const SparseFitOptions& options, const SparseFitResult& map,
-    const ProgressCallback& progress) {
-  const int u = model.num_free();
-  if (map.objective != FitObjective::kMaximumAPosteriori || u == 0 ||
-      map.objective_hessian.rows() != u || map.raw.size() != u) {
-    return std::nullopt;
-  }
-  // The ELBO's Hessian at θ_MAP: the MAP objective's less log p(θ)'s (exact, the prior is a
-  // product of Normals in raw space).
-  Eigen::MatrixXd prior_hessian;
-  model.LogPrior(map.raw, nullptr, &prior_hessian);
-  const Eigen::MatrixXd elbo_hessian = map.objective_hessian - prior_hessian;
-  Eigen::MatrixXd inducing(map.inducing_indices.size(), model.x().cols());
-  for (size_t i = 0; i < map.inducing_indices.size(); ++i) {
-    inducing.row(static_cast<Eigen::Index>(i)) = model.x().row(map.inducing_indices[i]);
-  }
-  GPSEL_ASSIGN_OR_RETURN(SparseGp sparse, SparseGp::Create(model, std::move(inducing), options.sparse));
-  SparseFitOptions mll = options;
-  mll.objective = FitObjective::kMaximumLikelihood;
-  GPSEL_ASSIGN_OR_RETURN(Optimum best,
-                         NewtonPolish(sparse, mll, progress, elbo_hessian, map.raw, map.lower));
-  // The steps hold the Hessian fixed: where the ELBO is far from quadratic over the step (a
-  // short period's curvature at n = 131, tests/core/sparse_score_test.cc) they stop short, so
-  // L-BFGS-B finishes from their end, with the fits' stall rule (a few evaluations at an
-  // optimum).
-  const double stall_nats =
-      options.stall_fraction * std::max(GapTolerance(options, map.lower), map.upper - map.lower);
-  if (std::optional<Optimum> finished = Optimise(sparse, mll, progress, best.raw, stall_nats)) {
-    const int evaluations = best.evaluations + finished->evaluations;
-    if (finished->value > best.value) best = *std::move(finished);
-    best.evaluations = evaluations;
-  }
-  SparseFitResult out = map;
-  out.objective = FitObjective::kMaximumLikelihood;
-  out.objective_hessian = Eigen::MatrixXd();
-  out.evaluations = best.evaluations;
-  if (best.value > map.lower) {
-    GPSEL_ASSIGN_OR_RETURN(const SparseBounds bounds, sparse.Bounds(best.raw));
-    out.raw = best.raw;
-    out.values = model.NaturalValues(best.raw);
-    out.log_prior = model.LogPrior(best.raw);
-    out.lower = bounds.lower;
-    out.upper = bounds.upper;
-    if (!out.steps.empty()) {
-      out.steps.back().lower = bounds.lower;
-      out.steps.back().upper = bounds.upper;
-    }
-  }
-  out.objective_value = out.lower;
-  return out;
 }
 
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -178,11 +177,8 @@ struct SparseFitResult {
   // An MLL fit that ended, as did its refit from the MAP optimum, below the ELBO at the MAP
   // optimum reports the MAP fit's point (θ, Z and bounds) instead (core/sparse_score.cc): its
   // lower end, ELBO(θ_MAP) ≤ log p(y|θ_MAP) ≤ max_θ log p(y|θ), is then the better bound of the
-  // MLL. The evaluations and the confirmation stay the MLL fit's. At scale the MLL is first
-  // continued from the MAP point (MllFromMapOptimum): at_map_point when no Newton step gained
-  // there, continued_from_map_point when the point reported is where they ended.
+  // MLL. The evaluations and the confirmation stay the MLL fit's.
   bool at_map_point = false;
-  bool continued_from_map_point = false;
   struct Step {
     int num_inducing = 0;
     int rounds = 0;  // select-and-fit rounds made at this m
@@ -213,19 +209,6 @@ void InheritMultiStartConfirmation(const SparseFitResult& multi_start, SparseFit
 
 absl::StatusOr<SparseFitResult> FitSparse(const GpModel& model, const SparseFitOptions& options,
                                           const ProgressCallback& progress = nullptr);
-
-// The MLL fit continued from a sparse MAP optimum `map` (with its Hessian) at its m and Z, by
-// saddle-free Newton steps on the ELBO alone (core/sparse_fit.cc, NewtonPolish) whose Hessian
-// is the MAP objective's less log p(θ)'s: at θ_MAP the ELBO's gradient is −∇log p(θ), which
-// with n in the thousands moves θ little, so a step or two reaches the ELBO's maximum near
-// θ_MAP, and L-BFGS-B (with the fits' stall rule) finishes from there, at the cost of a few
-// evaluations where a refit with its probes and Z re-selection took dozens at m = 512
-// (sf_temps; bench/RESULTS.md, issue 28, twenty-third session). The result is θ_MAP itself
-// (its ELBO, never lower) when nothing gains; nullopt when `map` has no Hessian.
-// `options` gives the sparse settings and the box; its objective is ignored.
-absl::StatusOr<std::optional<SparseFitResult>> MllFromMapOptimum(
-    const GpModel& model, const SparseFitOptions& options, const SparseFitResult& map,
-    const ProgressCallback& progress = {});
 
 // The objective (ELBO, plus log p(θ) for MAP) and its gradient at `raw`, with `sparse`'s Z.
 absl::StatusOr<double> SparseObjective(const SparseGp& sparse, FitObjective objective,

@@ -119,24 +119,6 @@ absl::StatusOr<SparseKernelScore> ScoreKernelSparse(const Dataset& data, const K
     if (fit.only_warm_starts) InheritMultiStartConfirmation(*score.mll_fit, &*result);
     score.map_fit = *std::move(result);
   }
-  if (score.mll_fit && score.map_fit && score.map_fit->lower > score.mll_fit->lower &&
-      score.mll_fit->exploration_points > 0 && score.map_fit->objective_hessian.size() > 0) {
-    // At scale the MAP optimum's ELBO beat the MLL fit's (sf_temps, C*SE+C*PER*SE at m = 512:
-    // the MLL fit stalled 39 nats below it): the MLL is continued from the MAP point by Newton
-    // steps with the MAP's Hessian (MllFromMapOptimum, a few evaluations; the refit below took
-    // dozens at m = 512 and ended below the MAP point there all the same).
-    absl::StatusOr<std::optional<SparseFitResult>> continued =
-        MllFromMapOptimum(model, base, *score.map_fit, progress);
-    if (!continued.ok()) return continued.status();
-    if (*continued && (*continued)->lower > score.mll_fit->lower) {
-      const int evaluations = score.mll_fit->evaluations + (*continued)->evaluations;
-      const bool moved = (*continued)->raw != score.map_fit->raw;
-      score.mll_fit = MllFitAtMapPoint(*score.mll_fit, **continued);
-      score.mll_fit->evaluations = evaluations;
-      score.mll_fit->at_map_point = !moved;
-      score.mll_fit->continued_from_map_point = moved;
-    }
-  }
   if (score.mll_fit && score.map_fit && score.map_fit->lower > score.mll_fit->lower) {
     // The MAP optimum has a higher ELBO than the MLL fit reached: the MLL fit ended in a lower
     // mode (Mauna Loa, C*SE+C*SE*PER: 543.5 against 591.0 at the MAP point, the exact MLL 616.5).

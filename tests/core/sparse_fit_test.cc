@@ -120,6 +120,18 @@ TEST(SparseFitTest, HessianMatchesExactAsMReachesN) {
     const double scale = exact_hessian->hessian.norm();
     EXPECT_LE((*h - exact_hessian->hessian).norm(), 1e-5 * scale)
         << kernel << "\nsparse\n" << *h << "\nexact\n" << exact_hessian->hessian;
+    // Its parts, as the fit's Newton passes use them: the five-point Hessian from the ±h and ±2h
+    // gradient differences is the same bits, and the three-point one (the passes' direction)
+    // is within the O(h²) error its banner allows (C*PER+MAT12: 1.5e-3 of the exact Hessian's
+    // norm, the period's curvature) and not near the five-point one's 1e-5.
+    absl::StatusOr<Eigen::MatrixXd> near = SparseGradientDifferences(
+        *sparse, FitObjective::kMaximumAPosteriori, exact->raw, 1e-4);
+    absl::StatusOr<Eigen::MatrixXd> far = SparseGradientDifferences(
+        *sparse, FitObjective::kMaximumAPosteriori, exact->raw, 2e-4);
+    ASSERT_TRUE(near.ok() && far.ok());
+    EXPECT_EQ(FivePointHessian(*near, *far, 1e-4), *h);
+    EXPECT_LE((ThreePointHessian(*near, 1e-4) - exact_hessian->hessian).norm(), 5e-3 * scale)
+        << kernel;
     const Eigen::VectorXd exact_eigen =
         Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(-exact_hessian->hessian).eigenvalues();
     const Eigen::VectorXd sparse_eigen =

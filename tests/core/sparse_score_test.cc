@@ -14,8 +14,6 @@
 #include "gpsel/core/internal/prepared_model.h"
 #include "gpsel/core/kernel_expr.h"
 #include "gpsel/core/score.h"
-#include "gpsel/core/sparse_fit.h"
-#include "gpsel/core/sparse_gp.h"
 #include "tests/core/bundled_data.h"
 
 namespace gpsel {
@@ -252,76 +250,6 @@ TEST(SparseScoreTest, BadInputIsRefusedBeforeAnyFit) {
   data.y(3) = std::nan("");
   s = ScoreKernelSparse(data, *ParseKernel("SE"), SparseScoreOptions{}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-}
-
-// At scale the MLL is continued from the MAP optimum by Newton steps on the ELBO with the MAP's
-// Hessian less the prior's (MllFromMapOptimum). Where the prior pulls (n = 131) the steps must
-// gain, end where the ELBO's gradient at the MAP's Z has all but vanished (against the prior's
-// pull at θ_MAP), keep that Z, and still bracket the exact log p(y|θ) at the point reported.
-TEST(SparseScoreTest, TheMllContinuedFromTheMapOptimumReachesTheElboMaximumAtItsZ) {
-  const Dataset data = EveryFourthMonth();  // n = 131
-  const KernelExpr kernel = *ParseKernel("C*SE+C*PER*SE");
-  absl::StatusOr<PreparedModel> prepared =
-      PrepareModel(data, kernel, true, XScaling{}, HyperparameterSettings{});
-  ASSERT_TRUE(prepared.ok());
-  const GpModel& model = prepared->model;
-  SparseFitOptions options;
-  options.restarts = 1;
-  options.initial_inducing = 16;
-  options.objective = FitObjective::kMaximumAPosteriori;
-  absl::StatusOr<SparseFitResult> map = FitSparse(model, options);
-  ASSERT_TRUE(map.ok()) << map.status();
-  ASSERT_EQ(map->objective_hessian.rows(), model.num_free());
-
-  absl::StatusOr<std::optional<SparseFitResult>> continued = MllFromMapOptimum(model, options, *map);
-  ASSERT_TRUE(continued.ok()) << continued.status();
-  ASSERT_TRUE(continued->has_value());
-  const SparseFitResult& mll = **continued;
-  SCOPED_TRACE(map->Summary() + mll.Summary());
-  EXPECT_EQ(mll.objective, FitObjective::kMaximumLikelihood);
-  EXPECT_EQ(mll.inducing_indices, map->inducing_indices);
-  EXPECT_EQ(mll.objective_value, mll.lower);
-  EXPECT_EQ(mll.objective_hessian.size(), 0);
-  EXPECT_GT(mll.evaluations, 0);
-  EXPECT_GT(mll.lower, map->lower + 1e-3) << "the prior's pull at n = 131 leaves a gain";
-
-  Eigen::MatrixXd inducing(map->inducing_indices.size(), 1);
-  for (size_t i = 0; i < map->inducing_indices.size(); ++i) {
-    inducing(static_cast<Eigen::Index>(i), 0) = model.x()(map->inducing_indices[i], 0);
-  }
-  absl::StatusOr<SparseGp> sparse = SparseGp::Create(model, inducing, options.sparse);
-  ASSERT_TRUE(sparse.ok());
-  Eigen::VectorXd at_map, at_end;
-  ASSERT_TRUE(SparseObjective(*sparse, FitObjective::kMaximumLikelihood, map->raw, &at_map).ok());
-  absl::StatusOr<double> end_value =
-      SparseObjective(*sparse, FitObjective::kMaximumLikelihood, mll.raw, &at_end);
-  ASSERT_TRUE(end_value.ok());
-  EXPECT_DOUBLE_EQ(*end_value, mll.lower);
-  // At a maximum of the ELBO at that Z: no step along its gradient gains 0.01 nats (θ_MAP, where
-  // the gradient is the prior's pull, gains more than that along it).
-  auto best_gain_along_gradient = [&](const Eigen::VectorXd& from, const Eigen::VectorXd& g,
-                                      double value) {
-    double gain = 0.0;
-    for (double length = 1e-6; length <= 1.0; length *= 2.0) {
-      const Eigen::VectorXd trial = from + (length / g.norm()) * g;
-      absl::StatusOr<double> v = SparseObjective(*sparse, FitObjective::kMaximumLikelihood, trial);
-      if (v.ok()) gain = std::max(gain, *v - value);
-    }
-    return gain;
-  };
-  EXPECT_GT(best_gain_along_gradient(map->raw, at_map, map->lower), 0.01);
-  EXPECT_LT(best_gain_along_gradient(mll.raw, at_end, mll.lower), 0.01) << at_end.transpose();
-  const double exact = *model.LogLikelihood(mll.raw);
-  EXPECT_LE(mll.lower, exact + 1e-9);
-  EXPECT_GE(mll.upper, exact - 1e-9);
-  EXPECT_EQ(mll.values, model.NaturalValues(mll.raw));
-
-  // Without a Hessian (no Laplace metric asked) there is nothing to continue with.
-  SparseFitResult no_hessian = *map;
-  no_hessian.objective_hessian = Eigen::MatrixXd();
-  absl::StatusOr<std::optional<SparseFitResult>> none = MllFromMapOptimum(model, options, no_hessian);
-  ASSERT_TRUE(none.ok());
-  EXPECT_FALSE(none->has_value());
 }
 
 }  // namespace
