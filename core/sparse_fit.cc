@@ -1049,10 +1049,10 @@ absl::StatusOr<std::vector<UndecidedCandidate>> RankUndecided(
 }
 
 // SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
-// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or moved to their modes
-// on the exploration subsample) are ranked (RankUndecided) and fitted from their own m
-// (GrowAndFit, their own growth), and `result` becomes the best of them if it beats the first
-// growth's optimum.
+// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or carried from the
+// exploration subsample) are ranked (RankUndecided) and fitted from their own m (GrowAndFit,
+// their own growth), and `result` becomes the best of them if it beats the first growth's
+// optimum.
 absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& options, int cap,
                                 SparseStopReason cap_reason,
                                 const std::vector<StartBounds>& undecided, int first_m,
