@@ -114,10 +114,10 @@ struct SparseFitOptions {
   // upper end falls below the best (decided against) or its gap is within the tolerance; the
   // `undecided_starts` starts left with the highest certified lower end there are then fitted
   // from that m (their own growth), and the best objective of all is reported. At scale (an
-  // exploration subsample) the starts undecided on the subsample are judged so on the full data:
-  // judged on the subsample, at their own modes there, Mauna Loa's exact C*SE mode (0.3-year
-  // lengthscale) was lost on 200 of its 521 months (tests/core/sparse_score_test.cc).
-  // 0 = never.
+  // exploration subsample) the starts undecided on the subsample are judged the same way on the
+  // full data (judged on the subsample instead, at their own modes there, Mauna Loa's exact C*SE
+  // mode, a 0.3-year lengthscale, was lost on 200 of its 521 months:
+  // tests/core/sparse_score_test.cc). 0 = never.
   int undecided_starts = 3;
   int max_iterations = 200;          // L-BFGS iterations per fit
   double gradient_tolerance = 1e-5;  // ‖∂/∂t‖∞ in L-BFGS-B's coordinates

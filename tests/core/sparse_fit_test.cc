@@ -123,7 +123,7 @@ TEST(SparseFitTest, HessianMatchesExactAsMReachesN) {
     // Its parts, as the fit's Newton passes use them: the five-point Hessian from the ±h and ±2h
     // gradient differences is the same bits, and the three-point one (the passes' direction)
     // is within the O(h²) error its banner allows (C*PER+MAT12: 1.5e-3 of the exact Hessian's
-    // norm, the period's curvature) and not near the five-point one's 1e-5.
+    // norm, the period's curvature).
     absl::StatusOr<Eigen::MatrixXd> near = SparseGradientDifferences(
         *sparse, FitObjective::kMaximumAPosteriori, exact->raw, 1e-4);
     absl::StatusOr<Eigen::MatrixXd> far = SparseGradientDifferences(
