@@ -1018,18 +1018,21 @@ std::optional<StartLevel> ProbeStart(const GpModel& model, const SparseFitOption
   }
 }
 
-// The undecided starts worth a fit at their own m: each probed at its own θ (ProbeStart) on
-// `model`, those not decided against `best` kept, the `undecided_starts` with the highest
-// certified lower end of the objective there first (stable: ties keep the starts' order).
-struct UndecidedCandidate {
-  const StartBounds* start;
-  StartLevel level;
-};
-absl::StatusOr<std::vector<UndecidedCandidate>> RankUndecided(
-    const GpModel& model, const SparseFitOptions& options,
-    const std::vector<StartBounds>& undecided, int first_m, int cap, double best,
-    const ProgressCallback& progress) {
-  std::vector<UndecidedCandidate> candidates;
+// SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
+// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or carried from the
+// exploration subsample) are probed at their own θ (ProbeStart), the `undecided_starts` with
+// the highest certified lower end there are fitted from there (GrowAndFit, their own growth),
+// and `result` becomes the best of them if it beats the first growth's optimum.
+absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& options, int cap,
+                                SparseStopReason cap_reason,
+                                const std::vector<StartBounds>& undecided, int first_m,
+                                const ProgressCallback& progress, SparseFitResult& result) {
+  const double best = result.objective_value;
+  struct Candidate {
+    const StartBounds* start;
+    StartLevel level;
+  };
+  std::vector<Candidate> candidates;
   for (const StartBounds& start : undecided) {
     // A poll per start: each probe is a greedy selection at the cap, O(n·cap²).
     GPSEL_RETURN_IF_ERROR(ReportProgress(progress, CancellationPoll()));
@@ -1037,29 +1040,14 @@ absl::StatusOr<std::vector<UndecidedCandidate>> RankUndecided(
       candidates.push_back({&start, *std::move(level)});
     }
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const UndecidedCandidate& a, const UndecidedCandidate& b) {
-                     return a.level.probe.lower + a.start->shift >
-                            b.level.probe.lower + b.start->shift;
-                   });
+  // The highest certified lower end of the objective at the start first (stable: ties keep the
+  // starts' order).
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.level.probe.lower + a.start->shift > b.level.probe.lower + b.start->shift;
+  });
   if (candidates.size() > static_cast<size_t>(options.undecided_starts)) {
     candidates.resize(options.undecided_starts);
   }
-  return candidates;
-}
-
-// SparseFitOptions::undecided_starts, after the growth from the first-level starts (first m =
-// `first_m`) ended in `result` below the cap: `undecided` (UndecidedAt, or carried from the
-// exploration subsample) are ranked (RankUndecided) and fitted from their own m (GrowAndFit,
-// their own growth), and `result` becomes the best of them if it beats the first growth's
-// optimum.
-absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& options, int cap,
-                                SparseStopReason cap_reason,
-                                const std::vector<StartBounds>& undecided, int first_m,
-                                const ProgressCallback& progress, SparseFitResult& result) {
-  const double best = result.objective_value;
-  GPSEL_ASSIGN_OR_RETURN(std::vector<UndecidedCandidate> candidates,
-                         RankUndecided(model, options, undecided, first_m, cap, best, progress));
   if (candidates.empty()) return absl::OkStatus();
   // The Hessian at the winner only (below).
   SparseFitOptions own = options;
@@ -1067,7 +1055,7 @@ absl::Status FitUndecidedStarts(const GpModel& model, const SparseFitOptions& op
   std::optional<SparseFitResult> winner;
   std::vector<double> ends;  // the fits' objective values, for the confirmation
   int evaluations = 0;
-  for (UndecidedCandidate& candidate : candidates) {
+  for (Candidate& candidate : candidates) {
     GPSEL_RETURN_IF_ERROR(ReportProgress(
         progress,
         Progress{"sparse_fit", 0.0,
